@@ -1,0 +1,27 @@
+"""ltx-jax: the LTX-2 audio-video diffusion transformer in JAX/Flax NNX."""
+
+from ltx_jax.config import LTXConfig
+from ltx_jax.convert.state_dict import load_state_dict
+from ltx_jax.guidance.perturbations import (
+    BatchedPerturbationConfig,
+    Perturbation,
+    PerturbationConfig,
+    PerturbationType,
+)
+from ltx_jax.model.attention import AttentionFn, AttentionOps
+from ltx_jax.model.modality import Modality
+from ltx_jax.model.model import LTXModel, to_denoised
+
+__all__ = [
+    "AttentionFn",
+    "AttentionOps",
+    "BatchedPerturbationConfig",
+    "LTXConfig",
+    "LTXModel",
+    "Modality",
+    "Perturbation",
+    "PerturbationConfig",
+    "PerturbationType",
+    "load_state_dict",
+    "to_denoised",
+]

@@ -1,0 +1,1 @@
+"""PyTorch state dicts and checkpoints -> ltx-jax parameters."""

@@ -1,0 +1,107 @@
+"""ltx-core state dicts -> `LTXModel` parameters.
+
+The model's attribute paths equal the checkpoint keys, so the table is derived from the model
+itself: every parameter path maps to one key, and a `Linear` kernel maps to the transposed
+`weight`. Loading is strict: every problem is collected, then one `ValueError` names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from flax import nnx
+
+DIT_PREFIX = "model.diffusion_model."
+_SHOWN = 8  # offending keys listed per kind of problem
+
+
+def param_key(path: tuple[Any, ...]) -> tuple[str, bool]:
+    """nnx parameter path -> (ltx-core state-dict key, whether the tensor is transposed)."""
+    *module, leaf = (str(p) for p in path)
+    if leaf == "kernel":  # nnx.Linear stores (in, out); torch stores weight as (out, in)
+        return ".".join([*module, "weight"]), True
+    return ".".join([*module, leaf]), False
+
+
+def expected_keys(model: nnx.Module) -> dict[str, tuple[tuple[Any, ...], bool, tuple[int, ...], np.dtype]]:
+    """Checkpoint key -> (parameter path, transposed, torch-layout shape, parameter dtype)."""
+    table = {}
+    for path, variable in nnx.to_flat_state(nnx.state(model, nnx.Param)):
+        key, transposed = param_key(path)
+        value = variable.get_value()
+        shape = tuple(reversed(value.shape)) if transposed else tuple(value.shape)
+        table[key] = (path, transposed, shape, value.dtype)
+    return table
+
+
+def to_numpy(value: Any) -> np.ndarray:  # noqa: ANN401 - torch tensors, numpy or jax arrays
+    """A torch tensor or array -> numpy, bit-exact: bf16 and fp8 are reinterpreted, never upcast."""
+    if type(value).__module__.startswith("torch"):
+        import torch  # noqa: PLC0415 - torch is optional; only torch inputs reach here
+
+        tensor = value.detach().cpu()
+        reinterpret = {torch.bfloat16: (torch.int16, ml_dtypes.bfloat16)}
+        if hasattr(torch, "float8_e4m3fn"):
+            reinterpret[torch.float8_e4m3fn] = (torch.uint8, ml_dtypes.float8_e4m3fn)
+        if tensor.dtype in reinterpret:
+            raw, target = reinterpret[tensor.dtype]
+            return tensor.view(raw).numpy().view(target)
+        return tensor.numpy()
+    return np.asarray(value)
+
+
+def strip_prefix(keys: Iterable[str], prefix: str = DIT_PREFIX) -> dict[str, str]:
+    """Key without `prefix` -> original key. Keys without the prefix stay as they are."""
+    return {(k[len(prefix) :] if k.startswith(prefix) else k): k for k in keys}
+
+
+def _problems(
+    table: Mapping[str, tuple[Any, bool, tuple[int, ...], np.dtype]],
+    state_dict: Mapping[str, Any],
+    names: dict[str, str],
+) -> list[str]:
+    missing = sorted(set(table) - set(names))
+    unexpected = sorted(names[k] for k in set(names) - set(table))
+    wrong_shape = [
+        f"{names[k]}: checkpoint {tuple(state_dict[names[k]].shape)}, model expects {table[k][2]}"
+        for k in sorted(set(table) & set(names))
+        if tuple(state_dict[names[k]].shape) != table[k][2]
+    ]
+    problems = []
+    for label, items in (("missing keys", missing), ("unexpected keys", unexpected), ("wrong shapes", wrong_shape)):
+        if items:
+            more = f" ... and {len(items) - _SHOWN} more" if len(items) > _SHOWN else ""
+            problems.append(f"{len(items)} {label}: {', '.join(items[:_SHOWN])}{more}")
+    return problems
+
+
+def load_state_dict(model: nnx.Module, state_dict: Mapping[str, Any]) -> nnx.Module:
+    """Loads ltx-core-named weights into `model` in place, cast to the model's parameter dtype.
+
+    Keys may carry the checkpoint prefix `model.diffusion_model.`; values may be torch tensors,
+    numpy or jax arrays. Raises `ValueError` naming the first offending keys if any key is missing,
+    unexpected, or of the wrong shape; the model is left untouched then.
+    """
+    table = expected_keys(model)
+    names = strip_prefix(state_dict)
+    if len(names) != len(state_dict):
+        raise ValueError("state_dict holds the same parameter with and without the 'model.diffusion_model.' prefix.")
+    problems = _problems(table, state_dict, names)
+    if problems:
+        raise ValueError(
+            f"state_dict does not match this {type(model).__name__} ({len(table)} parameters): "
+            + "; ".join(problems)
+            + ". Check that the checkpoint's config (heads, layers, gating, cross-attention AdaLN, caption "
+            "projection) matches the model's LTXConfig."
+        )
+    state = nnx.state(model, nnx.Param)
+    flat = dict(nnx.to_flat_state(state))
+    for key, (path, transposed, _, dtype) in table.items():
+        array = to_numpy(state_dict[names[key]])
+        flat[path].set_value(jnp.asarray((array.T if transposed else array).astype(dtype)))
+    nnx.update(model, state)
+    return model

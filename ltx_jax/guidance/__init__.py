@@ -1,0 +1,1 @@
+"""Guidance helpers: attention perturbations (STG, modality guidance)."""

@@ -1,0 +1,1 @@
+"""The DiT as Flax NNX modules, one file per ltx-core module."""
