@@ -1,5 +1,6 @@
 """ltx-jax: the LTX-2 audio-video diffusion transformer in JAX/Flax NNX."""
 
+from ltx_jax import parallel
 from ltx_jax.config import LTXConfig
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.guidance.perturbations import (
@@ -23,5 +24,6 @@ __all__ = [
     "PerturbationConfig",
     "PerturbationType",
     "load_state_dict",
+    "parallel",
     "to_denoised",
 ]

@@ -30,7 +30,9 @@ class AttentionFn(Protocol):
     """`(B, Tq, H*D)` queries, `(B, Tk, H*D)` keys/values -> `(B, Tq, H*D)`.
 
     `mask` is an additive bias broadcastable to `(B, H, Tq, Tk)` (finite; 0 keeps a key), as
-    ltx-core passes to SDPA. Scale is `1/sqrt(D)`.
+    ltx-core passes to SDPA. Scale is `1/sqrt(D)`. The backends here also take
+    `key_value_seq_lengths` `(B,)` (attend to the first keys only), which sequence parallelism
+    uses for its padded keys.
     """
 
     def __call__(
@@ -53,6 +55,20 @@ def _as_bias4d(mask: jax.Array | None) -> jax.Array | None:
     return mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
 
 
+def key_padding_bias(
+    key_value_seq_lengths: jax.Array, num_keys: int, dtype: jnp.dtype, bias: jax.Array | None = None
+) -> jax.Array:
+    """Adds key padding to an additive bias: keys at or past `key_value_seq_lengths[b]` get -inf.
+
+    -inf, not the finite minimum the caller's masks use, so a padded key weighs exactly zero even
+    in a row the caller masked completely (softmax then stays uniform over the real keys, as
+    without padding). No row is all -inf: every sample has at least one real key. Without `bias`
+    the result is `(B, 1, 1, num_keys)`, O(T).
+    """
+    valid = (jnp.arange(num_keys)[None, :] < key_value_seq_lengths[:, None])[:, None, None, :]
+    return jnp.where(valid, jnp.zeros((), dtype) if bias is None else bias, -jnp.inf).astype(dtype)
+
+
 def xla_attention(
     q: jax.Array,
     k: jax.Array,
@@ -62,14 +78,15 @@ def xla_attention(
     mask: jax.Array | None = None,
     key_value_seq_lengths: jax.Array | None = None,
 ) -> jax.Array:
-    """Plain XLA attention (scores materialized), any dtype, any mask. Softmax in float32."""
+    """Plain XLA attention (scores materialized), any dtype, any mask. Softmax in float32.
+
+    `key_value_seq_lengths` `(B,)`: only the first keys of each sample are attended (key padding).
+    """
+    bias = _as_bias4d(mask)
+    if key_value_seq_lengths is not None:
+        bias = key_padding_bias(key_value_seq_lengths, k.shape[1], q.dtype, bias)
     out = jax.nn.dot_product_attention(
-        _split_heads(q, heads),
-        _split_heads(k, heads),
-        _split_heads(v, heads),
-        bias=_as_bias4d(mask),
-        key_value_seq_lengths=key_value_seq_lengths,
-        implementation="xla",
+        _split_heads(q, heads), _split_heads(k, heads), _split_heads(v, heads), bias=bias, implementation="xla"
     )
     return _merge_heads(out)
 

@@ -99,9 +99,20 @@ class LTXModel(nnx.Module):
         by default every module uses the backend chosen at construction.
         """
         validate_inputs(self.cfg, video, audio, perturbations)
-        batch_size = (video or audio).latent.shape[0]
+        return self.forward(video, audio, perturbations, attention_ops=attention_ops)
+
+    def forward(
+        self,
+        video: Modality | None,
+        audio: Modality | None,
+        perturbations: BatchedPerturbationConfig | None = None,
+        *,
+        attention_ops: AttentionOps | None = None,
+    ) -> tuple[jax.Array | None, jax.Array | None]:
+        """`__call__` without its input checks, for wrappers that checked the caller's inputs
+        themselves and then call the model on a part of them (SequenceParallel's local tokens)."""
         if perturbations is None:
-            perturbations = BatchedPerturbationConfig.empty(batch_size)
+            perturbations = BatchedPerturbationConfig.empty((video or audio).latent.shape[0])
         attention_ops = attention_ops or self.attention_ops
         video_args = prepare(self.cfg, self._stream("video"), video, audio) if video is not None else None
         audio_args = prepare(self.cfg, self._stream("audio"), audio, video) if audio is not None else None

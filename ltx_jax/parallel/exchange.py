@@ -1,0 +1,40 @@
+"""Head-exchange backends: functions with `jax.lax.all_to_all`'s signature.
+
+"all_to_all" is `jax.lax.all_to_all` (NCCL on GPU; works on CPU, TPU and across hosts). "ffi" is
+the CUDA peer-to-peer kernel of `ltx_jax.ffi`, which only exists in CUDA builds.
+"""
+
+from collections.abc import Callable
+from typing import Literal, get_args
+
+import jax
+from jax import lax
+
+ExchangeBackend = Literal["all_to_all", "ffi"]
+AllToAll = Callable[..., jax.Array]  # (x, *, axis_name, split_axis, concat_axis, tiled) -> x
+
+
+def lax_all_to_all(x: jax.Array, *, axis_name: str, split_axis: int, concat_axis: int, tiled: bool = True) -> jax.Array:
+    return lax.all_to_all(x, axis_name, split_axis, concat_axis, tiled=tiled)
+
+
+def exchange_backend(name: ExchangeBackend) -> AllToAll:
+    """The all-to-all named `name`. Raises with the reason if it cannot run here."""
+    if name == "all_to_all":
+        return lax_all_to_all
+    if name == "ffi":
+        raise ValueError(
+            "backend='ffi' needs the CUDA peer-to-peer all-to-all of ltx_jax.ffi, which this build does not "
+            "include. Use backend='all_to_all'."
+        )
+    raise ValueError(f"backend must be one of {list(get_args(ExchangeBackend))}, got {name!r}.")
+
+
+def send_heads(x: jax.Array, all_to_all: AllToAll, axis_name: str) -> jax.Array:
+    """`(..., T_local, H, D)` -> `(..., T, H / n, D)`: this device's heads of every token."""
+    return all_to_all(x, axis_name=axis_name, split_axis=x.ndim - 2, concat_axis=x.ndim - 3, tiled=True)
+
+
+def gather_heads(x: jax.Array, all_to_all: AllToAll, axis_name: str) -> jax.Array:
+    """`(..., T, H / n, D)` -> `(..., T_local, H, D)`: every head of this device's tokens."""
+    return all_to_all(x, axis_name=axis_name, split_axis=x.ndim - 3, concat_axis=x.ndim - 2, tiled=True)

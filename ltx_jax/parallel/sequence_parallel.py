@@ -1,0 +1,222 @@
+"""`SequenceParallel`: run an `LTXModel` with its video tokens split over a mesh axis.
+
+Source: ltx-core's `multigpu/transformer/sequence_parallel.py` (pad, tile, attention manager,
+gather). Differences: one jitted `shard_map` over the whole forward instead of one process per GPU;
+padded video keys are also masked in video-to-audio attention; without a caller mask the padding
+is a key length, never a dense mask; the caller's model is not modified (its parameters are placed
+replicated on the mesh, values unchanged).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Literal, get_args
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax import lax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
+from ltx_jax.model.modality import Modality
+from ltx_jax.model.model import LTXModel, validate_inputs
+from ltx_jax.parallel.exchange import ExchangeBackend, exchange_backend
+from ltx_jax.parallel.mesh import SP_AXIS
+from ltx_jax.parallel.ulysses import UlyssesAttention
+
+logger = logging.getLogger(__name__)
+
+Strategy = Literal["ulysses"]
+DEFAULT_MAX_TOKENS = 32768
+
+
+def padded_length(tokens: int, mesh_size: int) -> int:
+    """`tokens` rounded up to a multiple of `mesh_size`."""
+    return -(-tokens // mesh_size) * mesh_size
+
+
+def pad_attention_mask(mask: jax.Array | None, tokens: int, padded: int) -> jax.Array | None:
+    """Extends a caller's self-attention mask to `padded` tokens.
+
+    Pad keys get 0 for every query; pad queries attend to all valid keys, so no row is fully masked.
+    A broadcast key mask `(B|1, 1, T)` stays O(T): only its key axis is padded.
+    """
+    if mask is None or padded == tokens:
+        return mask
+    if mask.shape[-2] == 1:
+        return jnp.pad(mask, ((0, 0), (0, 0), (0, padded - tokens)))
+    full = jnp.zeros((mask.shape[0], padded, padded), mask.dtype).at[:, :tokens, :tokens].set(mask)
+    return full.at[:, tokens:, :tokens].set(1)
+
+
+def pad_video(video: Modality, padded: int) -> Modality:
+    """Pads every per-token field of `video` with zeros up to `padded` tokens."""
+    tokens = video.latent.shape[1]
+
+    def pad(x: jax.Array | None, axis: int) -> jax.Array | None:
+        if x is None or x.shape[axis] != tokens or padded == tokens:
+            return x
+        widths = [(0, 0)] * x.ndim
+        widths[axis] = (0, padded - tokens)
+        return jnp.pad(x, widths)
+
+    return dataclasses.replace(
+        video,
+        latent=pad(video.latent, 1),
+        timesteps=pad(video.timesteps, 1),
+        positions=pad(video.positions, 2),
+        keyframes_mask=pad(video.keyframes_mask, 1),
+        attention_mask=pad_attention_mask(video.attention_mask, tokens, padded),
+    )
+
+
+def video_specs(video: Modality, axis_name: str) -> Modality:
+    """Shard the per-token fields of the (padded) video over `axis_name`; replicate the rest."""
+    tokens = video.latent.shape[1]
+
+    def spec(x: jax.Array | None, axis: int) -> P | None:
+        if x is None:
+            return None
+        return P(*([None] * axis), axis_name) if x.ndim > axis and x.shape[axis] == tokens else P()
+
+    return dataclasses.replace(
+        video,
+        latent=spec(video.latent, 1),
+        sigma=P(),
+        timesteps=spec(video.timesteps, 1),
+        positions=spec(video.positions, 2),
+        context=P(),
+        context_mask=None if video.context_mask is None else P(),
+        attention_mask=None if video.attention_mask is None else P(),
+        keyframes_mask=spec(video.keyframes_mask, 1),
+    )
+
+
+def replicated_specs(modality: Modality | None) -> Modality | None:
+    return None if modality is None else jax.tree.map(lambda _: P(), modality)
+
+
+class SequenceParallel:
+    """`model` with its video tokens split over `mesh`'s `"sp"` axis (Ulysses attention).
+
+    `sp(video, audio, perturbations)` returns what `model(video, audio, perturbations)` returns,
+    for any token count: video tokens are padded to a multiple of the mesh size and the padding is
+    masked everywhere and dropped from the output. Outputs are replicated on the mesh.
+
+    Args:
+        model: the DiT. Its parameters are placed replicated on the mesh (values unchanged).
+        mesh: a mesh with an `"sp"` axis (`ltx_jax.parallel.make_mesh(n)`).
+        backend: the head exchange: "all_to_all" (`jax.lax.all_to_all`) or "ffi" (CUDA P2P kernel).
+        strategy: "ulysses", the only one so far.
+        max_tokens: the largest padded video token count accepted.
+    """
+
+    def __init__(
+        self,
+        model: LTXModel,
+        mesh: Mesh,
+        *,
+        backend: ExchangeBackend = "all_to_all",
+        strategy: Strategy = "ulysses",
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> None:
+        if strategy not in get_args(Strategy):
+            raise ValueError(f"strategy must be one of {list(get_args(Strategy))}, got {strategy!r}.")
+        if SP_AXIS not in mesh.axis_names:
+            raise ValueError(f"mesh must have an axis named {SP_AXIS!r} (make_mesh builds one), got {mesh.axis_names}.")
+        self.model = model
+        self.mesh = mesh
+        self.mesh_size = mesh.shape[SP_AXIS]
+        self.max_tokens = max_tokens
+        _check_heads(model.cfg, self.mesh_size)
+        self._all_to_all = exchange_backend(backend)
+        self._replicated = NamedSharding(mesh, P())
+        state = nnx.state(model)
+        nnx.update(model, jax.device_put(state, self._replicated))
+        self._graphdef = nnx.graphdef(model)
+        self._sharded = jax.jit(self._sharded_forward, static_argnames=("perturbations",))
+        self._replicated_forward = jax.jit(self._plain_forward, static_argnames=("perturbations",))
+        logger.info("SequenceParallel: %s over %d devices, head exchange %r", strategy, self.mesh_size, backend)
+
+    def __call__(
+        self, video: Modality | None, audio: Modality | None, perturbations: BatchedPerturbationConfig | None = None
+    ) -> tuple[jax.Array | None, jax.Array | None]:
+        validate_inputs(self.model.cfg, video, audio, perturbations)
+        perturbations = perturbations or BatchedPerturbationConfig.empty((video or audio).latent.shape[0])
+        state = nnx.state(self.model)
+        video, audio = self._place(video), self._place(audio)
+        if video is None:
+            return self._replicated_forward(state, None, audio, perturbations=perturbations)
+        padded = padded_length(video.latent.shape[1], self.mesh_size)
+        if padded > self.max_tokens:
+            raise ValueError(
+                f"Total video token count ({padded}) exceeds max_tokens ({self.max_tokens}). "
+                "Use a smaller resolution or fewer frames."
+            )
+        return self._sharded(state, video, audio, perturbations=perturbations)
+
+    def _place(self, modality: Modality | None) -> Modality | None:
+        """Inputs as arrays replicated on the mesh; host values are built per process, shard by shard."""
+
+        def place(x: jax.Array | np.ndarray) -> jax.Array:
+            if isinstance(x, jax.Array):
+                return jax.device_put(x, self._replicated)
+            host = np.asarray(x)
+            return jax.make_array_from_callback(host.shape, self._replicated, lambda index: host[index])
+
+        return None if modality is None else jax.tree.map(place, modality)
+
+    def _plain_forward(
+        self, state: nnx.State, video: Modality | None, audio: Modality | None, perturbations: BatchedPerturbationConfig
+    ) -> tuple[jax.Array | None, jax.Array | None]:
+        return nnx.merge(self._graphdef, state).forward(video, audio, perturbations)
+
+    def _sharded_forward(
+        self, state: nnx.State, video: Modality, audio: Modality | None, perturbations: BatchedPerturbationConfig
+    ) -> tuple[jax.Array, jax.Array | None]:
+        tokens = video.latent.shape[1]
+        video = pad_video(video, padded_length(tokens, self.mesh_size))
+        ulysses = UlyssesAttention(
+            local=self.model.attention_ops.default,
+            all_to_all=self._all_to_all,
+            axis_name=SP_AXIS,
+            mesh_size=self.mesh_size,
+            valid_tokens=tokens,
+            padded_tokens=video.latent.shape[1],
+        )
+        attention_ops = self.model.attention_ops.with_overrides(
+            attn1=ulysses.video_self_attention, video_to_audio_attn=ulysses.video_to_audio
+        )
+
+        def local_forward(
+            state: nnx.State, video: Modality, audio: Modality | None
+        ) -> tuple[jax.Array, jax.Array | None]:
+            model = nnx.merge(self._graphdef, state)
+            vx, ax = model.forward(video, audio, perturbations, attention_ops=attention_ops)
+            return lax.all_gather(vx, SP_AXIS, axis=1, tiled=True), ax
+
+        vx, ax = jax.shard_map(
+            local_forward,
+            mesh=self.mesh,
+            in_specs=(P(), video_specs(video, SP_AXIS), replicated_specs(audio)),
+            out_specs=(P(), P()),
+            check_vma=False,
+        )(state, video, audio)
+        return vx[:, :tokens], ax
+
+
+def _check_heads(cfg: object, mesh_size: int) -> None:
+    """Ulysses gives each device heads/n heads of video self-attention and of video-to-audio attention."""
+    streams = [("num_attention_heads", cfg.num_attention_heads)] if cfg.has_video else []
+    if cfg.has_video and cfg.has_audio:
+        streams.append(("audio_num_attention_heads", cfg.audio_num_attention_heads))
+    for name, heads in streams:
+        if heads % mesh_size:
+            raise ValueError(
+                f"{name} ({heads}) must be divisible by the mesh size ({mesh_size}): Ulysses gives each device "
+                f"{name}/{mesh_size} heads. Use a mesh size that divides {heads}."
+            )

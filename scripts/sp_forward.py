@@ -1,0 +1,118 @@
+"""One DiT forward under sequence parallelism, checked against a single device.
+
+    python scripts/sp_forward.py --mesh 8                       # tiny model; simulated CPU devices without a GPU
+    python scripts/sp_forward.py --mesh 2 --width full --tokens 6144 --audio-tokens 126   # on GPUs
+
+The project's runnable example until scripts/generate.py exists: builds an LTX-2 DiT with random
+weights (the tiny test geometry in float32, or LTX-2.3 width in bfloat16), runs it on one device and
+split over `--mesh` devices with Ulysses attention, and prints the difference and the timings.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import time
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mesh", type=int, default=8, help="devices on the sequence axis (default 8)")
+    parser.add_argument("--tokens", type=int, default=121, help="video tokens, any count (default 121)")
+    parser.add_argument("--audio-tokens", type=int, default=13, help="audio tokens (default 13)")
+    parser.add_argument("--layers", type=int, default=2, help="transformer blocks (default 2)")
+    parser.add_argument("--width", choices=["tiny", "full"], default="tiny", help="tiny test geometry or LTX-2.3 width")
+    parser.add_argument("--cpu", action="store_true", help="simulated CPU devices even if a GPU is present")
+    parser.add_argument("--repeats", type=int, default=3, help="timed forwards after warm-up (default 3)")
+    return parser.parse_args()
+
+
+def has_gpu() -> bool:
+    if not shutil.which("nvidia-smi"):
+        return False
+    return subprocess.run(["nvidia-smi", "-L"], capture_output=True, check=False).returncode == 0
+
+
+ARGS = parse_args()
+if ARGS.cpu or not has_gpu():
+    # An entry point may configure JAX: simulated devices have to exist before JAX starts.
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={ARGS.mesh}"
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from flax import nnx  # noqa: E402
+
+import ltx_jax  # noqa: E402
+from ltx_jax.parallel import SequenceParallel, make_mesh  # noqa: E402
+
+
+def model_config(args: argparse.Namespace) -> tuple[ltx_jax.LTXConfig, jnp.dtype]:
+    if args.width == "full":
+        return ltx_jax.LTXConfig.ltx2_3(num_layers=args.layers), jnp.bfloat16
+    tiny = ltx_jax.LTXConfig.tiny(
+        num_layers=args.layers,
+        num_attention_heads=8,
+        attention_head_dim=8,
+        audio_num_attention_heads=8,
+        audio_attention_head_dim=4,
+    )
+    return tiny, jnp.float32
+
+
+def random_modality(
+    rng: np.random.Generator, tokens: int, channels: int, context_dim: int, axes: int, dtype: jnp.dtype
+) -> ltx_jax.Modality:
+    starts = np.repeat(np.arange(tokens, dtype=np.float32)[None, None] / 10, axes, axis=1)
+    return ltx_jax.Modality(
+        latent=jnp.asarray(rng.standard_normal((1, tokens, channels)), dtype),
+        sigma=jnp.ones((1,), jnp.float32),
+        timesteps=jnp.ones((1, tokens, 1), jnp.float32),
+        positions=jnp.asarray(np.stack([starts, starts + 0.1], axis=-1)),
+        context=jnp.asarray(rng.standard_normal((1, 32, context_dim)), dtype),
+    )
+
+
+def median_seconds(fn, repeats: int) -> tuple[object, float]:  # noqa: ANN001
+    result = jax.block_until_ready(fn())  # warm-up and compile
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return result, float(np.median(times))
+
+
+def main(args: argparse.Namespace) -> None:
+    print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})")
+    mesh = make_mesh(args.mesh)
+    cfg, dtype = model_config(args)
+    model = ltx_jax.LTXModel(cfg, rngs=nnx.Rngs(0), param_dtype=dtype)
+    rng = np.random.default_rng(0)
+    video = random_modality(rng, args.tokens, cfg.in_channels, cfg.cross_attention_dim, 3, dtype)
+    audio = random_modality(rng, args.audio_tokens, cfg.audio_in_channels, cfg.audio_cross_attention_dim, 1, dtype)
+    params = sum(v.size for _, v in nnx.to_flat_state(nnx.state(model, nnx.Param)))
+    padded = -(-args.tokens // args.mesh) * args.mesh
+    print(
+        f"model: {cfg.num_layers} blocks, {params / 1e6:.1f}M parameters, {jnp.dtype(dtype).name}; "
+        f"{args.tokens} video tokens (padded to {padded}), {args.audio_tokens} audio tokens"
+    )
+
+    single = nnx.jit(lambda m, v, a: m(v, a))
+    sp = SequenceParallel(model, mesh)
+    reference, single_s = median_seconds(lambda: single(model, video, audio), args.repeats)
+    output, sp_s = median_seconds(lambda: sp(video, audio), args.repeats)
+    for name, ours, ref in zip(("video", "audio"), output, reference, strict=True):
+        ours, ref = np.asarray(ours, np.float32), np.asarray(ref, np.float32)
+        print(f"{name}: max |SP - single| / max |single| = {np.abs(ours - ref).max() / np.abs(ref).max():.2e}")
+    print(
+        f"forward (median of {args.repeats}): one device {single_s * 1e3:.1f} ms, SP({args.mesh}) {sp_s * 1e3:.1f} ms"
+    )
+
+
+if __name__ == "__main__":
+    try:
+        main(ARGS)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
