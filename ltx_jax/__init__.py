@@ -2,6 +2,7 @@
 
 from ltx_jax import parallel
 from ltx_jax.config import LTXConfig
+from ltx_jax.convert.checkpoint import convert_checkpoint, load_checkpoint
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.guidance.perturbations import (
     BatchedPerturbationConfig,
@@ -23,6 +24,8 @@ __all__ = [
     "Perturbation",
     "PerturbationConfig",
     "PerturbationType",
+    "convert_checkpoint",
+    "load_checkpoint",
     "load_state_dict",
     "parallel",
     "to_denoised",

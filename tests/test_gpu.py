@@ -121,3 +121,28 @@ def test_sp_over_all_gpus_equals_one_gpu(tokens, dtype, tolerance):
     for s, r in zip(sp, single, strict=True):
         assert s.dtype == dtype
         assert relative_error(np.asarray(s, np.float32), np.asarray(r, np.float32)) <= tolerance
+
+
+def test_sharded_checkpoint_on_all_gpus(tmp_path):
+    """A converted checkpoint loaded FSDP-sharded over every GPU runs under SP like replicated weights."""
+    n = jax.device_count()
+    if n < 2:
+        pytest.skip(f"needs 2 or more GPUs, found {n}")
+    import torch
+    from checkpoint_files import official_state, write_checkpoint
+
+    write_checkpoint(
+        tmp_path / "ltx.safetensors", SP_CFG, official_state(torch_model(SP_CFG).state_dict(), torch.float32)
+    )
+    ltx_jax.convert_checkpoint(tmp_path / "ltx.safetensors", tmp_path / "converted", dtype="float32", progress=False)
+    mesh = ltx_jax.parallel.make_mesh(n)
+    video, audio = (m.to_jax() for m in default_inputs(SP_CFG, batch=2, video_tokens=121))
+    outputs = []
+    with jax.default_matmul_precision("highest"):
+        for shard_weights in (False, True):
+            model, _ = ltx_jax.load_checkpoint(
+                tmp_path / "converted", mesh=mesh, dtype=jnp.float32, shard_weights=shard_weights
+            )
+            outputs.append(ltx_jax.parallel.SequenceParallel(model, mesh)(video, audio))
+    for sharded, replicated in zip(outputs[1], outputs[0], strict=True):
+        assert relative_error(sharded, np.asarray(replicated)) <= SP_TOLERANCE

@@ -59,7 +59,7 @@ def strip_prefix(keys: Iterable[str], prefix: str = DIT_PREFIX) -> dict[str, str
     return {(k[len(prefix) :] if k.startswith(prefix) else k): k for k in keys}
 
 
-def _problems(
+def mismatch_problems(
     table: Mapping[str, tuple[Any, bool, tuple[int, ...], np.dtype]],
     state_dict: Mapping[str, Any],
     names: dict[str, str],
@@ -90,7 +90,7 @@ def load_state_dict(model: nnx.Module, state_dict: Mapping[str, Any]) -> nnx.Mod
     names = strip_prefix(state_dict)
     if len(names) != len(state_dict):
         raise ValueError("state_dict holds the same parameter with and without the 'model.diffusion_model.' prefix.")
-    problems = _problems(table, state_dict, names)
+    problems = mismatch_problems(table, state_dict, names)
     if problems:
         raise ValueError(
             f"state_dict does not match this {type(model).__name__} ({len(table)} parameters): "

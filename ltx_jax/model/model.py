@@ -6,6 +6,8 @@ Source: `ltx_core/model/transformer/model.py`. Attribute paths equal ltx-core's 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -108,15 +110,20 @@ class LTXModel(nnx.Module):
         perturbations: BatchedPerturbationConfig | None = None,
         *,
         attention_ops: AttentionOps | None = None,
+        blocks: Sequence[Callable[..., tuple]] | None = None,
     ) -> tuple[jax.Array | None, jax.Array | None]:
         """`__call__` without its input checks, for wrappers that checked the caller's inputs
-        themselves and then call the model on a part of them (SequenceParallel's local tokens)."""
+        themselves and then call the model on a part of them (SequenceParallel's local tokens).
+
+        `blocks` replaces `self.transformer_blocks` with callables of the same signature, e.g.
+        wrappers that gather a block's sharded parameters right before it runs.
+        """
         if perturbations is None:
             perturbations = BatchedPerturbationConfig.empty((video or audio).latent.shape[0])
         attention_ops = attention_ops or self.attention_ops
         video_args = prepare(self.cfg, self._stream("video"), video, audio) if video is not None else None
         audio_args = prepare(self.cfg, self._stream("audio"), audio, video) if audio is not None else None
-        for block in self.transformer_blocks:
+        for block in self.transformer_blocks if blocks is None else blocks:
             video_args, audio_args = block(video_args, audio_args, perturbations, attention_ops)
         vx = self._output(video_args, self.scale_shift_table, self.proj_out) if video_args is not None else None
         ax = (

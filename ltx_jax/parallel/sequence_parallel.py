@@ -26,11 +26,13 @@ from ltx_jax.model.modality import Modality
 from ltx_jax.model.model import LTXModel, validate_inputs
 from ltx_jax.parallel.exchange import ExchangeBackend, exchange_backend
 from ltx_jax.parallel.mesh import SP_AXIS
+from ltx_jax.parallel.sharding import gather, sharded_axis, spec_of
 from ltx_jax.parallel.ulysses import UlyssesAttention
 
 logger = logging.getLogger(__name__)
 
 Strategy = Literal["ulysses"]
+BLOCKS = "transformer_blocks"
 DEFAULT_MAX_TOKENS = 32768
 
 
@@ -108,7 +110,9 @@ class SequenceParallel:
     masked everywhere and dropped from the output. Outputs are replicated on the mesh.
 
     Args:
-        model: the DiT. Its parameters are placed replicated on the mesh (values unchanged).
+        model: the DiT. Its parameters are placed replicated on the mesh (values unchanged), except
+            those `load_checkpoint(..., shard_weights=True)` sharded over it, which stay sharded and
+            are gathered block by block inside the forward.
         mesh: a mesh with an `"sp"` axis (`ltx_jax.parallel.make_mesh(n)`).
         backend: the head exchange: "all_to_all" (`jax.lax.all_to_all`) or "ffi" (CUDA P2P kernel).
         strategy: "ulysses", the only one so far.
@@ -136,11 +140,29 @@ class SequenceParallel:
         self._all_to_all = exchange_backend(backend)
         self._replicated = NamedSharding(mesh, P())
         state = nnx.state(model)
-        nnx.update(model, jax.device_put(state, self._replicated))
+        nnx.update(model, jax.tree.map(self._place_param, state))
+        self._state_specs = jax.tree.map(spec_of, nnx.state(model))
+        self._flat_specs = {path: spec_of(v.get_value()) for path, v in nnx.to_flat_state(nnx.state(model))}
+        self._shard_weights = any(sharded_axis(spec) is not None for spec in self._flat_specs.values())
         self._graphdef = nnx.graphdef(model)
         self._sharded = jax.jit(self._sharded_forward, static_argnames=("perturbations",))
         self._replicated_forward = jax.jit(self._plain_forward, static_argnames=("perturbations",))
-        logger.info("SequenceParallel: %s over %d devices, head exchange %r", strategy, self.mesh_size, backend)
+        logger.info(
+            "SequenceParallel: %s over %d devices, head exchange %r, %s weights",
+            strategy,
+            self.mesh_size,
+            backend,
+            "sharded" if self._shard_weights else "replicated",
+        )
+
+    def _place_param(self, x: jax.Array) -> jax.Array:
+        """Parameters sharded over this mesh by `load_checkpoint(shard_weights=True)` stay so; the
+        rest is replicated on the mesh."""
+        sharding = getattr(x, "sharding", None)
+        on_this_mesh = isinstance(sharding, NamedSharding) and sharding.mesh == self.mesh
+        if on_this_mesh and sharded_axis(sharding.spec) is not None:
+            return x
+        return jax.device_put(x, self._replicated)
 
     def __call__(
         self, video: Modality | None, audio: Modality | None, perturbations: BatchedPerturbationConfig | None = None
@@ -196,17 +218,42 @@ class SequenceParallel:
             state: nnx.State, video: Modality, audio: Modality | None
         ) -> tuple[jax.Array, jax.Array | None]:
             model = nnx.merge(self._graphdef, state)
-            vx, ax = model.forward(video, audio, perturbations, attention_ops=attention_ops)
+            blocks = None
+            if self._shard_weights:
+                self._gather(model, exclude=BLOCKS)
+                blocks = [_GatheringBlock(block, self, (BLOCKS, i)) for i, block in enumerate(model.transformer_blocks)]
+            vx, ax = model.forward(video, audio, perturbations, attention_ops=attention_ops, blocks=blocks)
             return lax.all_gather(vx, SP_AXIS, axis=1, tiled=True), ax
 
         vx, ax = jax.shard_map(
             local_forward,
             mesh=self.mesh,
-            in_specs=(P(), video_specs(video, SP_AXIS), replicated_specs(audio)),
+            in_specs=(self._state_specs, video_specs(video, SP_AXIS), replicated_specs(audio)),
             out_specs=(P(), P()),
             check_vma=False,
         )(state, video, audio)
         return vx[:, :tokens], ax
+
+    def _gather(self, module: nnx.Module, prefix: tuple = (), exclude: str | None = None) -> None:
+        """Inside the shard_map: replaces `module`'s sharded parameters with whole ones."""
+        state = nnx.state(module)
+        for path, variable in nnx.to_flat_state(state):
+            spec = self._flat_specs[prefix + path]
+            if path[0] != exclude and sharded_axis(spec) is not None:
+                variable.set_value(gather(variable.get_value(), spec))
+        nnx.update(module, state)
+
+
+class _GatheringBlock:
+    """A transformer block whose FSDP-sharded parameters are all-gathered right before it runs,
+    so one block's full weights are live at a time."""
+
+    def __init__(self, block: nnx.Module, sp: SequenceParallel, prefix: tuple) -> None:
+        self.block, self.sp, self.prefix = block, sp, prefix
+
+    def __call__(self, *args: object) -> tuple:
+        self.sp._gather(self.block, self.prefix)
+        return self.block(*args)
 
 
 def _check_heads(cfg: object, mesh_size: int) -> None:

@@ -1,0 +1,192 @@
+"""The DiT tensors of an official LTX-2 safetensors checkpoint, one at a time, ready to load.
+
+Source: ltx-core's `loader/` (`sft_loader.py`, `sd_ops.py`, `fuse_loras.py`) and reference §2-§3.
+A monolithic checkpoint holds the DiT under `model.diffusion_model.` next to the text connectors,
+the VAEs and the vocoder; only the DiT is taken here, the rest is counted and reported. fp8-scaled
+weights (`weight` in F8_E4M3 plus a 0-d `weight_scale`) are dequantized; LoRAs
+(`lora_A [r, in]`, `lora_B [out, r]`, no alpha) are fused as `W + strength * B @ A`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ltx_jax.config import LTXConfig, ModelType
+from ltx_jax.convert.safetensors_file import SafetensorsFile, parse_metadata_json
+from ltx_jax.convert.state_dict import DIT_PREFIX, mismatch_problems
+
+logger = logging.getLogger(__name__)
+
+# Inside the DiT prefix but loaded with the text encoder.
+TEXT_CONNECTOR_PREFIXES = ("video_embeddings_connector.", "audio_embeddings_connector.")
+FP8_SCALE_SUFFIX = ".weight_scale"
+FP8_INPUT_SCALE_SUFFIX = ".input_scale"  # activation scale of fp8 matmuls; a dequantized model has no use for it
+OTHER_COMPONENTS = {
+    "vae.": "video VAE",
+    "audio_vae.": "audio VAE",
+    "vocoder.": "vocoder",
+    "text_embedding_projection.": "text embedding projection",
+}
+LORA_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Lora:
+    """A LoRA file and its strength (`FILE:STRENGTH` on the command line)."""
+
+    path: str
+    strength: float = 1.0
+
+    @staticmethod
+    def parse(spec: str) -> Lora:
+        path, sep, strength = spec.rpartition(":")
+        if not sep:
+            return Lora(spec)
+        try:
+            return Lora(path, float(strength))
+        except ValueError:
+            raise ValueError(
+                f"--lora {spec!r}: the strength after ':' must be a number, e.g. lora.safetensors:0.8."
+            ) from None
+
+
+def component_of(key: str) -> str:
+    """'dit', or the name of the other component a checkpoint key belongs to."""
+    if key.startswith(DIT_PREFIX):
+        rest = key[len(DIT_PREFIX) :]
+        return "text connectors" if rest.startswith(TEXT_CONNECTOR_PREFIXES) else "dit"
+    return next((name for prefix, name in OTHER_COMPONENTS.items() if key.startswith(prefix)), "unknown")
+
+
+def infer_model_type(dit_keys: set[str]) -> ModelType:
+    has_video, has_audio = "patchify_proj.weight" in dit_keys, "audio_patchify_proj.weight" in dit_keys
+    if has_video and has_audio:
+        return "av"
+    if has_video or has_audio:
+        return "video" if has_video else "audio"
+    raise ValueError("The checkpoint has neither patchify_proj nor audio_patchify_proj under 'model.diffusion_model.'.")
+
+
+def checkpoint_config(st: SafetensorsFile, override: Mapping[str, Any] | None = None) -> tuple[LTXConfig, str | None]:
+    """`(LTXConfig, model_version)` from the file's `__metadata__`, or from `override` (the parsed
+    `config` JSON, `{"transformer": {...}}`), which takes precedence."""
+    if override is None:
+        if "config" not in st.metadata:
+            raise ValueError(
+                f"{st.path} has no 'config' in its safetensors metadata (keys: {sorted(st.metadata)}), so its "
+                "architecture is unknown. Pass the config JSON: convert_checkpoint.py --config FILE, or "
+                "load_checkpoint(..., config=...)."
+            )
+        override = parse_metadata_json(st.metadata, "config")
+    dit_keys = {k[len(DIT_PREFIX) :] for k in st.keys() if component_of(k) == "dit"}
+    cfg = LTXConfig.from_metadata(dict(override), model_type=infer_model_type(dit_keys))
+    return cfg, st.metadata.get("model_version")
+
+
+def _lora_pairs(lora: Lora) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """DiT weight key -> (A, B) of one LoRA file. Reads the whole file: LoRAs are small."""
+    st = SafetensorsFile(lora.path)
+    factors: dict[str, dict[str, np.ndarray]] = {}
+    for key in st.keys():
+        stripped = next((key[len(p) :] for p in LORA_PREFIXES if key.startswith(p)), key)
+        for part in ("lora_A", "lora_B"):
+            marker = f".{part}.weight"
+            if stripped.endswith(marker):
+                factors.setdefault(stripped[: -len(marker)] + ".weight", {})[part] = st.read(key)
+    incomplete = sorted(k for k, ab in factors.items() if len(ab) != 2)
+    if incomplete:
+        raise ValueError(f"LoRA {lora.path}: {len(incomplete)} modules lack lora_A or lora_B, e.g. {incomplete[0]!r}.")
+    if not factors:
+        raise ValueError(f"LoRA {lora.path} has no '*.lora_A.weight' / '*.lora_B.weight' tensors.")
+    return {key: (ab["lora_A"], ab["lora_B"]) for key, ab in factors.items()}
+
+
+class DitTensors:
+    """The DiT tensors of one checkpoint, in ltx-core layout (`[out, in]` Linear weights), key by key.
+
+    Args:
+        st: the checkpoint.
+        dtype: the dtype every returned tensor has.
+        loras: LoRAs fused into the weights they name.
+    """
+
+    def __init__(self, st: SafetensorsFile, dtype: np.dtype, loras: tuple[Lora, ...] = ()) -> None:
+        self.st = st
+        self.dtype = np.dtype(dtype)
+        self.names = {k[len(DIT_PREFIX) :]: k for k in st.keys() if component_of(k) == "dit"}
+        self.skipped: dict[str, int] = {}
+        for key in st.keys():
+            if component_of(key) != "dit":
+                self.skipped[component_of(key)] = self.skipped.get(component_of(key), 0) + 1
+        self._loras = [(lora, _lora_pairs(lora)) for lora in loras]
+
+    def weight_keys(self) -> dict[str, str]:
+        """Model key -> file key of every tensor that is a parameter (fp8 scale tensors excluded)."""
+        return {k: v for k, v in self.names.items() if not k.endswith((FP8_SCALE_SUFFIX, FP8_INPUT_SCALE_SUFFIX))}
+
+    def check_against(self, table: Mapping[str, tuple[Any, bool, tuple[int, ...], Any]]) -> None:
+        """Raises one `ValueError` listing missing, unknown and mis-shaped DiT keys, and LoRA modules
+        that match no weight; checked before anything is converted or written."""
+        weights = self.weight_keys()
+        problems = mismatch_problems(table, {v: self.st.info(v) for v in weights.values()}, weights)
+        for lora, pairs in self._loras:
+            unmatched = sorted(set(pairs) - set(weights))
+            if len(unmatched) == len(pairs):
+                problems.append(f"LoRA {lora.path} matches no DiT weight (e.g. {unmatched[0]!r})")
+            elif unmatched:
+                logger.warning("LoRA %s: %d modules are not in this DiT and are skipped", lora.path, len(unmatched))
+        if problems:
+            raise ValueError(f"{self.st.path}: the DiT tensors do not match the config: " + "; ".join(problems) + ".")
+
+    def read(self, key: str) -> np.ndarray:
+        """The parameter `key` (model key, no prefix), dequantized, LoRA-fused, in `self.dtype`."""
+        file_key = self.names[key]
+        raw = self.st.read(file_key)
+        scale_key = file_key[: -len(".weight")] + FP8_SCALE_SUFFIX if file_key.endswith(".weight") else None
+        if scale_key is not None and scale_key in self.st:
+            value = raw.astype(np.float32) * self.st.read(scale_key).astype(np.float32)
+        else:
+            value = raw
+        for lora, pairs in self._loras:
+            if key in pairs:
+                value = _fuse(value, *pairs[key], lora.strength, self.dtype)
+        return value.astype(self.dtype, copy=False)
+
+    def __iter__(self) -> Iterator[tuple[str, np.ndarray]]:
+        for key in self.weight_keys():
+            yield key, self.read(key)
+
+
+def _fuse(weight: np.ndarray, a: np.ndarray, b: np.ndarray, strength: float, dtype: np.dtype) -> np.ndarray:
+    """`weight + strength * b @ a` the way ltx-core's `apply_loras` rounds it: `b * strength` in the
+    LoRA's dtype, the product accumulated in float32 and rounded to the target dtype, then the sum
+    in float32 rounded once."""
+    scaled_b = (b.astype(np.float32) * np.float32(strength)).astype(b.dtype)
+    delta = (scaled_b.astype(np.float32) @ a.astype(np.float32)).astype(dtype)
+    return (weight.astype(dtype).astype(np.float32) + delta.astype(np.float32)).astype(dtype)
+
+
+def parse_dtype(name: str) -> np.dtype:
+    """'bfloat16' | 'float32' | 'float16' -> numpy dtype, or a ValueError listing the choices."""
+    choices = {
+        "bfloat16": np.dtype(ml_dtypes.bfloat16),
+        "float32": np.dtype(np.float32),
+        "float16": np.dtype(np.float16),
+    }
+    key = np.dtype(name).name if not isinstance(name, str) else name
+    if key not in choices:
+        raise ValueError(f"dtype must be one of {sorted(choices)}, got {name!r}.")
+    return choices[key]
+
+
+def config_from_json_file(path: str) -> dict[str, Any]:
+    """A `--config` file: the checkpoint's `config` JSON (`{"transformer": {...}}`)."""
+    with open(path) as f:
+        return json.load(f)

@@ -1,0 +1,43 @@
+"""Where parameters live on the mesh: replicated (what Ulysses needs), or sharded FSDP-style.
+
+FSDP-style: each parameter is split over the `"sp"` axis along its largest axis that the mesh size
+divides (parameters with no such axis stay replicated), and gathered back whole right before the
+block that uses it runs.
+"""
+
+import jax
+from jax import lax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from ltx_jax.parallel.mesh import SP_AXIS
+
+
+def fsdp_spec(shape: tuple[int, ...], mesh_size: int, axis_name: str = SP_AXIS) -> P:
+    """`P(..., axis_name, ...)` on the largest axis of `shape` divisible by `mesh_size`; `P()` if none."""
+    divisible = [i for i, size in enumerate(shape) if size % mesh_size == 0 and size >= mesh_size]
+    if mesh_size == 1 or not divisible:
+        return P()
+    axis = max(divisible, key=lambda i: shape[i])
+    return P(*([None] * axis), axis_name)
+
+
+def param_sharding(shape: tuple[int, ...], mesh: Mesh, shard_weights: bool) -> NamedSharding:
+    """Replicated, or with `shard_weights` the FSDP split of `fsdp_spec`."""
+    return NamedSharding(mesh, fsdp_spec(shape, mesh.shape[SP_AXIS]) if shard_weights else P())
+
+
+def sharded_axis(spec: P, axis_name: str = SP_AXIS) -> int | None:
+    return next((i for i, name in enumerate(spec) if name == axis_name), None)
+
+
+def gather(x: jax.Array, spec: P, axis_name: str = SP_AXIS) -> jax.Array:
+    """Inside `shard_map`: the whole parameter from this device's shard of it."""
+    axis = sharded_axis(spec, axis_name)
+    return x if axis is None else lax.all_gather(x, axis_name, axis=axis, tiled=True)
+
+
+def spec_of(x: jax.Array, axis_name: str = SP_AXIS) -> P:
+    """The PartitionSpec of a parameter placed by `param_sharding` (replicated for anything else)."""
+    sharding = getattr(x, "sharding", None)
+    return sharding.spec if isinstance(sharding, NamedSharding) and axis_name in tuple(sharding.spec) else P()

@@ -1,0 +1,52 @@
+"""Convert an official LTX-2 safetensors checkpoint's DiT into an ltx-jax Orbax checkpoint.
+
+    python scripts/convert_checkpoint.py ltx-2.3-22b-dev.safetensors ckpt/ltx-2.3-dev
+    python scripts/convert_checkpoint.py SRC.safetensors OUT_DIR --dtype bfloat16 \\
+        --lora ltx-2.3-22b-distilled-lora-384.safetensors:1.0 --config config.json
+
+Only the DiT (`model.diffusion_model.*`) is converted; the text connectors, VAEs and vocoder in the
+same file are reported and left to their own loaders. fp8-scaled weights are dequantized, LoRAs
+fused. Memory stays near twice the largest tensor plus a 64 MB write buffer; a failed or interrupted run
+leaves no OUT_DIR. Load the result with `ltx_jax.load_checkpoint(OUT_DIR, mesh=..., dtype=...)`.
+"""
+
+import argparse
+import logging
+import sys
+
+from ltx_jax.convert.checkpoint import convert_checkpoint
+from ltx_jax.convert.dit_tensors import Lora, config_from_json_file
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("src", help="the .safetensors checkpoint")
+    parser.add_argument("out_dir", help="the directory to write (must not exist)")
+    parser.add_argument("--dtype", default="bfloat16", help="bfloat16 (default), float32 or float16")
+    parser.add_argument(
+        "--lora",
+        action="append",
+        default=[],
+        metavar="FILE:STRENGTH",
+        help="fuse a LoRA into the weights (repeatable; strength defaults to 1.0)",
+    )
+    parser.add_argument("--config", metavar="JSON", help="config JSON file replacing the checkpoint's metadata config")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    try:
+        summary = convert_checkpoint(
+            args.src,
+            args.out_dir,
+            dtype=args.dtype,
+            loras=[Lora.parse(spec) for spec in args.lora],
+            config=config_from_json_file(args.config) if args.config else None,
+        )
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"{summary} -> {args.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""Official-format safetensors files written by the tests from a tiny ltx-core model."""
+
+import dataclasses
+import json
+
+import torch
+from safetensors.torch import save_file
+
+import ltx_jax
+from ltx_jax.config import _REQUIRED_AV_METADATA_VALUES, _REQUIRED_METADATA_VALUES
+from ltx_jax.convert.state_dict import DIT_PREFIX
+
+FP8_MAX = 448.0  # largest finite float8_e4m3fn
+
+
+def metadata_config(cfg: ltx_jax.LTXConfig) -> dict:
+    """The checkpoint `config` JSON an official file would carry for `cfg`."""
+    fields = dataclasses.asdict(cfg)
+    transformer = {
+        k: v for k, v in fields.items() if k not in ("model_type", "double_precision_rope", "caption_channels")
+    }
+    transformer.update(_REQUIRED_METADATA_VALUES, **_REQUIRED_AV_METADATA_VALUES)
+    transformer["frequencies_precision"] = "float64" if cfg.double_precision_rope else "float32"
+    transformer["caption_proj_before_connector"] = cfg.caption_channels is None
+    if cfg.caption_channels is not None:
+        transformer["caption_channels"] = cfg.caption_channels
+    transformer["connector_num_layers"] = 2  # a text-encoder key the DiT config ignores
+    return {"transformer": transformer, "vae": {"latent_channels": 16}}
+
+
+def official_state(state_dict: dict, dtype: torch.dtype) -> dict:
+    """The DiT under its checkpoint prefix, plus tensors of the other components a monolith holds."""
+    tensors = {DIT_PREFIX + k: v.to(dtype).contiguous() for k, v in state_dict.items()}
+    tensors["vae.decoder.conv_in.weight"] = torch.ones(4, 4, dtype=dtype)
+    tensors["audio_vae.decoder.conv_in.weight"] = torch.ones(2, 2, dtype=dtype)
+    tensors[DIT_PREFIX + "video_embeddings_connector.learnable_registers"] = torch.zeros(8, 4, dtype=dtype)
+    return tensors
+
+
+def fp8_scaled(state_dict: dict) -> tuple[dict, dict]:
+    """(fp8-scaled tensors as a checkpoint stores them, the float32 weights they dequantize to)."""
+    stored, dequantized = {}, dict(state_dict)
+    for key, value in state_dict.items():
+        if key.startswith("transformer_blocks.") and key.endswith(".weight") and value.ndim == 2:
+            scale = value.abs().max().float() / FP8_MAX
+            quantized = (value.float() / scale).to(torch.float8_e4m3fn)
+            stored[key], stored[key[: -len("weight")] + "weight_scale"] = quantized, scale.reshape(())
+            stored[key[: -len("weight")] + "input_scale"] = torch.ones(())
+            dequantized[key] = quantized.float() * scale
+        else:
+            stored[key] = value
+    return stored, dequantized
+
+
+def write_checkpoint(path, cfg: ltx_jax.LTXConfig, tensors: dict, *, with_config: bool = True) -> None:
+    metadata = {"model_version": "2.3.0"}
+    if with_config:
+        metadata["config"] = json.dumps(metadata_config(cfg))
+    save_file(tensors, str(path), metadata=metadata)

@@ -1,0 +1,211 @@
+"""Official-format safetensors -> Orbax conversion and loading (direct and converted, on a mesh)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from checkpoint_files import fp8_scaled, metadata_config, official_state, write_checkpoint
+from flax import nnx
+from ltx_core.loader.fuse_loras import apply_loras
+from ltx_core.loader.primitives import LoraStateDictWithStrength, StateDict
+from ltx_core_twin import default_inputs, run_jax, torch_model
+from safetensors.torch import save_file
+
+import ltx_jax
+from ltx_jax.convert.dit_tensors import Lora
+from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys
+from ltx_jax.parallel import SequenceParallel, make_mesh
+
+# Heads divisible by 8 so the same model also runs on an 8-device mesh.
+CFG = ltx_jax.LTXConfig.tiny(
+    av_ca_scale_shift_from_sigma=True,
+    apply_gated_attention=True,
+    cross_attention_adaln=True,
+    num_attention_heads=8,
+    attention_head_dim=8,
+    audio_num_attention_heads=8,
+    audio_attention_head_dim=4,
+)
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "scripts", "convert_checkpoint.py")
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return torch_model(CFG)
+
+
+def expected_outputs(state: dict, dtype) -> tuple:
+    """The model loaded with `load_state_dict` straight from the torch tensors."""
+    model = ltx_jax.load_state_dict(ltx_jax.LTXModel(CFG, rngs=nnx.Rngs(0), param_dtype=dtype), state)
+    return run_jax(model, *default_inputs(CFG), dtype=dtype)
+
+
+def assert_identical(model: ltx_jax.LTXModel, expected: tuple, dtype) -> None:
+    for ours, theirs in zip(run_jax(model, *default_inputs(CFG), dtype=dtype), expected, strict=True):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+@pytest.mark.parametrize(("file_dtype", "dtype"), [(torch.float32, jnp.float32), (torch.bfloat16, jnp.bfloat16)])
+def test_convert_and_load_bit_exact(tmp_path, reference, file_dtype, dtype):
+    src = tmp_path / "ltx.safetensors"
+    state = {k: v.to(file_dtype) for k, v in reference.state_dict().items()}
+    write_checkpoint(src, CFG, official_state(state, file_dtype))
+    summary = ltx_jax.convert_checkpoint(src, tmp_path / "converted", dtype=jnp.dtype(dtype).name, progress=False)
+    assert summary.skipped == {"video VAE": 1, "audio VAE": 1, "text connectors": 1}
+    expected = expected_outputs(state, dtype)
+    for path in (tmp_path / "converted", src):  # converted Orbax, and the safetensors file directly
+        model, cfg = ltx_jax.load_checkpoint(path, dtype=dtype, attention_backend="xla")
+        assert cfg == CFG
+        assert_identical(model, expected, dtype)
+
+
+def test_fp8_scaled_weights_dequantize(tmp_path, reference):
+    stored, dequantized = fp8_scaled(reference.state_dict())
+    src = tmp_path / "fp8.safetensors"
+    write_checkpoint(src, CFG, {DIT_PREFIX + k: v for k, v in stored.items()})
+    model, _ = ltx_jax.load_checkpoint(src, dtype=jnp.float32, attention_backend="xla")
+    assert_identical(model, expected_outputs(dequantized, jnp.float32), jnp.float32)
+
+
+def test_lora_fusion_matches_ltx_core(tmp_path, reference):
+    base = {k: v.to(torch.bfloat16) for k, v in reference.state_dict().items()}
+    generator = torch.Generator().manual_seed(0)
+    targets = ["transformer_blocks.0.attn1.to_q.weight", "transformer_blocks.1.ff.net.2.weight", "patchify_proj.weight"]
+    lora = {}
+    for key in targets:
+        out_features, in_features = base[key].shape
+        module = key[: -len(".weight")]
+        lora[f"diffusion_model.{module}.lora_A.weight"] = torch.randn(4, in_features, generator=generator).bfloat16()
+        lora[f"diffusion_model.{module}.lora_B.weight"] = torch.randn(out_features, 4, generator=generator).bfloat16()
+    save_file(lora, str(tmp_path / "lora.safetensors"))
+    src = tmp_path / "base.safetensors"
+    write_checkpoint(src, CFG, official_state(base, torch.bfloat16))
+    ltx_jax.convert_checkpoint(
+        src, tmp_path / "fused", dtype="bfloat16", loras=[Lora(str(tmp_path / "lora.safetensors"), 0.7)], progress=False
+    )
+    torch_lora = StateDict({k.removeprefix("diffusion_model."): v for k, v in lora.items()}, "cpu", 0, {torch.bfloat16})
+    fused = apply_loras(StateDict(base, "cpu", 0, {torch.bfloat16}), [LoraStateDictWithStrength(torch_lora, 0.7)])
+    model, _ = ltx_jax.load_checkpoint(tmp_path / "fused", dtype=jnp.bfloat16, attention_backend="xla")
+    for key in targets:
+        assert not torch.equal(fused.sd[key], base[key])
+    assert_identical(model, expected_outputs(fused.sd, jnp.bfloat16), jnp.bfloat16)
+
+
+def test_shard_weights_equals_replicated(tmp_path, reference):
+    src = tmp_path / "ltx.safetensors"
+    write_checkpoint(src, CFG, official_state(reference.state_dict(), torch.float32))
+    ltx_jax.convert_checkpoint(src, tmp_path / "converted", dtype="float32", progress=False)
+    mesh = make_mesh(8)
+    replicated, _ = ltx_jax.load_checkpoint(
+        tmp_path / "converted", mesh=mesh, dtype=jnp.float32, attention_backend="xla"
+    )
+    sharded, _ = ltx_jax.load_checkpoint(
+        tmp_path / "converted", mesh=mesh, dtype=jnp.float32, shard_weights=True, attention_backend="xla"
+    )
+    kernel = sharded.transformer_blocks[0].ff.net[0].proj.kernel.get_value()
+    assert "sp" in tuple(kernel.sharding.spec)
+    assert kernel.addressable_shards[0].data.shape[1] == kernel.shape[1] // 8
+    video, audio = (m.to_jax() for m in default_inputs(CFG, batch=2, video_tokens=50))
+    expected = SequenceParallel(replicated, mesh)(video, audio)
+    for ours, theirs in zip(SequenceParallel(sharded, mesh)(video, audio), expected, strict=True):
+        np.testing.assert_allclose(
+            np.asarray(ours), np.asarray(theirs), rtol=0, atol=1e-5 * float(jnp.abs(theirs).max())
+        )
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_script_converts_with_summary(tmp_path, reference):
+    src = tmp_path / "ltx.safetensors"
+    write_checkpoint(src, CFG, official_state(reference.state_dict(), torch.float32))
+    result = run_script(str(src), str(tmp_path / "out"), "--dtype", "float32")
+    assert result.returncode == 0, result.stderr
+    table_size = len(expected_keys(ltx_jax.LTXModel(CFG, rngs=nnx.Rngs(0))))
+    assert f"converted {table_size} tensors" in result.stdout
+    assert "video VAE (1 tensors)" in result.stdout
+    assert "converting ltx.safetensors: 100%" in result.stderr
+
+
+def test_config_override_for_a_file_without_metadata(tmp_path, reference):
+    src = tmp_path / "bare.safetensors"
+    write_checkpoint(src, CFG, official_state(reference.state_dict(), torch.float32), with_config=False)
+    failed = run_script(str(src), str(tmp_path / "out"))
+    assert failed.returncode == 1
+    assert "has no 'config' in its safetensors metadata" in failed.stderr
+    assert "--config FILE" in failed.stderr
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "config.json").write_text(json.dumps(metadata_config(CFG)))
+    ok = run_script(str(src), str(tmp_path / "out"), "--config", str(tmp_path / "config.json"))
+    assert ok.returncode == 0, ok.stderr
+
+
+def bad_files(tmp_path, reference) -> dict:
+    state = official_state(reference.state_dict(), torch.float32)
+    good = tmp_path / "good.safetensors"
+    write_checkpoint(good, CFG, state)
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    missing = tmp_path / "missing.safetensors"
+    write_checkpoint(
+        missing, CFG, {k: v for k, v in state.items() if not k.endswith("transformer_blocks.0.attn1.k_norm.weight")}
+    )
+    shape = tmp_path / "shape.safetensors"
+    write_checkpoint(shape, CFG, {**state, "model.diffusion_model.proj_out.weight": torch.zeros(3, 3)})
+    unknown = tmp_path / "unknown.safetensors"
+    write_checkpoint(unknown, CFG, {**state, "model.diffusion_model.mystery.weight": torch.zeros(2)})
+    dtype = tmp_path / "dtype.safetensors"
+    raw = good.read_bytes()
+    header_len = int.from_bytes(raw[:8], "little")
+    header = raw[8 : 8 + header_len].replace(b'"F32"', b'"F4X"', 1)
+    dtype.write_bytes(raw[:8] + header + raw[8 + header_len :])
+    return {
+        truncated: r"truncated",
+        missing: r"1 missing keys: transformer_blocks\.0\.attn1\.k_norm\.weight",
+        shape: r"wrong shapes: model\.diffusion_model\.proj_out\.weight: checkpoint \(3, 3\)",
+        unknown: r"unexpected keys: model\.diffusion_model\.mystery\.weight",
+        dtype: r"has dtype 'F4X', which ltx-jax cannot read",
+    }
+
+
+def test_bad_files_fail_clearly_and_leave_nothing(tmp_path, reference):
+    for src, message in bad_files(tmp_path, reference).items():
+        out = tmp_path / f"out-{src.stem}"
+        with pytest.raises(ValueError, match=message):
+            ltx_jax.convert_checkpoint(src, out, progress=False)
+        with pytest.raises(ValueError, match=message):
+            ltx_jax.load_checkpoint(src)
+        assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_unknown_dtype_and_existing_output(tmp_path, reference):
+    src = tmp_path / "ltx.safetensors"
+    write_checkpoint(src, CFG, official_state(reference.state_dict(), torch.float32))
+    with pytest.raises(ValueError, match=r"dtype must be one of \['bfloat16', 'float16', 'float32'\], got 'int8'"):
+        ltx_jax.convert_checkpoint(src, tmp_path / "out", dtype="int8")
+    (tmp_path / "exists").mkdir()
+    with pytest.raises(ValueError, match="already exists"):
+        ltx_jax.convert_checkpoint(src, tmp_path / "exists")
+
+
+def test_interrupted_conversion_leaves_nothing(tmp_path, reference, monkeypatch):
+    src = tmp_path / "ltx.safetensors"
+    write_checkpoint(src, CFG, official_state(reference.state_dict(), torch.float32))
+    calls = []
+
+    def interrupt(*args, **kwargs):
+        calls.append(1)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("ltx_jax.convert.checkpoint.ocp.partial.finalize", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        ltx_jax.convert_checkpoint(src, tmp_path / "out", progress=False)
+    assert calls
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ltx.safetensors"]
