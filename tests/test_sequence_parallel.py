@@ -136,7 +136,7 @@ def test_send_and_gather_heads_round_trip_bit_exact(dtype):
 
 def compiled_hlo(sp, video, audio):
     lowered = sp._sharded.lower(
-        nnx.state(sp.model),
+        sp._state,
         sp._place(video),
         sp._place(audio),
         perturbations=BatchedPerturbationConfig.empty(video.latent.shape[0]),

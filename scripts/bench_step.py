@@ -1,0 +1,169 @@
+"""One DiT forward, ltx-jax against ltx-core, same weights, same GPU, same run.
+
+    python scripts/bench_step.py                       # 8 blocks, 6144 and 24576 video tokens
+    python scripts/bench_step.py --layers 8 --tokens 6144 24576 --repeats 10
+
+LTX-2.3 width (video 32x128 heads, audio 32x64, FFN 4x, gated attention, cross-attention AdaLN),
+bf16, batch 1, 126 audio tokens, 1024 text tokens per modality. ltx-core 1.0.0 runs eager with its
+default attention (SDPA); ltx-jax runs jitted with `attention_backend="auto"` (cuDNN). Prints
+seconds per forward (median of warmed-up runs, CUDA-synchronized) and jax/torch. A forward of all
+48 blocks costs about 48/8 of these 8-block times plus the fixed preprocessing and output head.
+Needs a CUDA GPU, torch with CUDA and ltx-core (a pure-Python wheel: `pip install --no-deps`).
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # entry point: share the GPU with torch
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from flax import nnx  # noqa: E402
+from ltx_core.guidance.perturbations import (  # noqa: E402
+    BatchedPerturbationConfig,
+    Perturbation,
+    PerturbationConfig,
+    PerturbationType,
+)
+from ltx_core.model.transformer.modality import Modality as TorchModality  # noqa: E402
+from ltx_core.model.transformer.model import LTXModel as TorchLTXModel  # noqa: E402
+from ltx_core.model.transformer.model import LTXModelType  # noqa: E402
+from ltx_core.model.transformer.rope import LTXRopeType  # noqa: E402
+
+import ltx_jax  # noqa: E402
+from ltx_jax.convert.checkpoint import abstract_model  # noqa: E402
+
+AUDIO_TOKENS, TEXT_TOKENS = 126, 1024
+
+
+def torch_reference(cfg: ltx_jax.LTXConfig, device: str) -> TorchLTXModel:
+    with torch.device(device):
+        model = TorchLTXModel(
+            model_type=LTXModelType.AudioVideo,
+            num_layers=cfg.num_layers,
+            rope_type=LTXRopeType.SPLIT,
+            double_precision_rope=True,
+            apply_gated_attention=True,
+            cross_attention_adaln=True,
+            av_ca_timestep_scale_multiplier=1000,
+        ).to(torch.bfloat16)
+    generator = torch.Generator(device).manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            scale = 0.5 if "table" in name else 1.0 / param.shape[-1] ** 0.5
+            param.copy_(torch.randn(param.shape, generator=generator, device=device, dtype=torch.float32) * scale)
+    return model.eval()
+
+
+def inputs(tokens: int, rng: np.random.Generator) -> dict[str, dict[str, np.ndarray]]:
+    def stream(n: int, axes: int, context_dim: int) -> dict[str, np.ndarray]:
+        starts = np.repeat(np.arange(n, dtype=np.float32)[None, None] / 24, axes, axis=1)
+        return {
+            "latent": rng.standard_normal((1, n, 128), np.float32),
+            "sigma": np.full((1,), 0.7, np.float32),
+            "timesteps": np.full((1, n, 1), 0.7, np.float32),
+            "positions": np.stack([starts, starts + 1 / 24], axis=-1),
+            "context": rng.standard_normal((1, TEXT_TOKENS, context_dim), np.float32),
+        }
+
+    return {"video": stream(tokens, 3, 4096), "audio": stream(AUDIO_TOKENS, 1, 2048)}
+
+
+def torch_modality(fields: dict[str, np.ndarray], device: str) -> TorchModality:
+    def tensor(name: str, value: np.ndarray) -> torch.Tensor:
+        dtype = torch.bfloat16 if name in ("latent", "context") else torch.float32
+        return torch.from_numpy(value).to(device=device, dtype=dtype)
+
+    return TorchModality(**{name: tensor(name, value) for name, value in fields.items()})
+
+
+def torch_perturbations(skip_video_self_attention: bool) -> BatchedPerturbationConfig:
+    if not skip_video_self_attention:
+        return BatchedPerturbationConfig.empty(1)
+    skip = Perturbation(PerturbationType.SKIP_VIDEO_SELF_ATTN, None)
+    return BatchedPerturbationConfig([PerturbationConfig([skip])])
+
+
+def jax_modality(fields: dict[str, np.ndarray]) -> ltx_jax.Modality:
+    def array(name: str, value: np.ndarray) -> jax.Array:
+        return jnp.asarray(value, jnp.bfloat16 if name in ("latent", "context") else jnp.float32)
+
+    return ltx_jax.Modality(**{name: array(name, value) for name, value in fields.items()})
+
+
+def median_seconds(fn, sync, repeats: int) -> tuple[object, float]:  # noqa: ANN001
+    for _ in range(2):
+        result = fn()
+        sync(result)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        sync(fn())
+        times.append(time.perf_counter() - start)
+    return result, float(np.median(times))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--tokens", type=int, nargs="+", default=[6144, 24576])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--device", default="cuda", help="torch device (cpu only to check the script)")
+    parser.add_argument(
+        "--skip-video-self-attention",
+        action="store_true",
+        help="both models skip video self-attention in every block (an STG perturbation): its share of the time",
+    )
+    args = parser.parse_args()
+    cfg = ltx_jax.LTXConfig.ltx2_3(num_layers=args.layers, av_ca_scale_shift_from_sigma=True)  # as ltx-core 1.0.0
+    reference = torch_reference(cfg, args.device)
+    model = ltx_jax.load_state_dict(abstract_model(cfg, jnp.bfloat16), reference.state_dict())
+    print(
+        f"{jax.devices()[0].device_kind}; jax {jax.__version__}, torch {torch.__version__}; "
+        f"{args.layers} blocks, bf16, {AUDIO_TOKENS} audio + {TEXT_TOKENS} text tokens"
+    )
+    print(f"{'video tokens':>12} {'ltx-core':>10} {'ltx-jax':>10} {'jax/torch':>9} {'max rel diff':>12}")
+    for tokens in args.tokens:
+        torch_s, jax_s, diff = measure(
+            reference, model, tokens, args.device, args.repeats, args.skip_video_self_attention
+        )
+        print(f"{tokens:>12} {torch_s * 1e3:>8.1f}ms {jax_s * 1e3:>8.1f}ms {jax_s / torch_s:>9.2f} {diff:>12.2e}")
+
+
+def measure(  # noqa: ANN201
+    reference: TorchLTXModel, model: ltx_jax.LTXModel, tokens: int, device: str, repeats: int, skip: bool
+):
+    """(ltx-core seconds, ltx-jax seconds, max relative difference of the video outputs)."""
+    data = inputs(tokens, np.random.default_rng(tokens))
+    torch_in = {k: torch_modality(fields, device) for k, fields in data.items()}
+    jax_in = {k: jax_modality(fields) for k, fields in data.items()}
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    with torch.inference_mode():
+        theirs, torch_s = median_seconds(
+            lambda: reference(torch_in["video"], torch_in["audio"], torch_perturbations(skip)),
+            lambda _: sync(),
+            repeats,
+        )
+    perturbations = ltx_jax.BatchedPerturbationConfig(
+        (
+            ltx_jax.PerturbationConfig(
+                (ltx_jax.Perturbation(ltx_jax.PerturbationType.SKIP_VIDEO_SELF_ATTN, None),) if skip else ()
+            ),
+        )
+    )
+    # jax.jit over the parameter pytree: nnx.jit re-walks the module graph in Python on every call
+    # (about 50 ms for 8 blocks on the CPU machine), which would be timed as part of the forward.
+    graphdef, state = nnx.split(model)
+    forward = jax.jit(lambda state, v, a: nnx.merge(graphdef, state)(v, a, perturbations))
+    ours, jax_s = median_seconds(
+        lambda: forward(state, jax_in["video"], jax_in["audio"]), jax.block_until_ready, repeats
+    )
+    ref = theirs[0].float().cpu().numpy()
+    return torch_s, jax_s, float(np.abs(np.asarray(ours[0], np.float32) - ref).max() / np.abs(ref).max())
+
+
+if __name__ == "__main__":
+    main()
