@@ -13,7 +13,7 @@ from checkpoint_files import fp8_scaled, metadata_config, official_state, write_
 from flax import nnx
 from ltx_core.loader.fuse_loras import apply_loras
 from ltx_core.loader.primitives import LoraStateDictWithStrength, StateDict
-from ltx_core_twin import default_inputs, run_jax, torch_model
+from ltx_core_twin import default_inputs, relative_error, run_jax, torch_model
 from safetensors.torch import save_file
 
 import ltx_jax
@@ -31,6 +31,7 @@ CFG = ltx_jax.LTXConfig.tiny(
     audio_num_attention_heads=8,
     audio_attention_head_dim=4,
 )
+SP_TOLERANCE = 1e-5  # DESIGN.md: SP (here with sharded weights) equals the reference in float32
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "scripts", "convert_checkpoint.py")
 
 
@@ -113,9 +114,7 @@ def test_shard_weights_equals_replicated(tmp_path, reference):
     video, audio = (m.to_jax() for m in default_inputs(CFG, batch=2, video_tokens=50))
     expected = SequenceParallel(replicated, mesh)(video, audio)
     for ours, theirs in zip(SequenceParallel(sharded, mesh)(video, audio), expected, strict=True):
-        np.testing.assert_allclose(
-            np.asarray(ours), np.asarray(theirs), rtol=0, atol=1e-5 * float(jnp.abs(theirs).max())
-        )
+        assert relative_error(ours, np.asarray(theirs)) <= SP_TOLERANCE
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess:

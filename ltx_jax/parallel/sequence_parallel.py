@@ -139,14 +139,13 @@ class SequenceParallel:
         _check_heads(model.cfg, self.mesh_size)
         self._all_to_all = exchange_backend(backend)
         self._replicated = NamedSharding(mesh, P())
-        state = nnx.state(model)
-        nnx.update(model, jax.tree.map(self._place_param, state))
-        self._state_specs = jax.tree.map(spec_of, nnx.state(model))
-        self._flat_specs = {path: spec_of(v.get_value()) for path, v in nnx.to_flat_state(nnx.state(model))}
-        self._shard_weights = any(sharded_axis(spec) is not None for spec in self._flat_specs.values())
+        nnx.update(model, jax.tree.map(self._place_param, nnx.state(model)))
         # nnx.state walks the module graph in Python (~25 ms per 8 blocks): take it once. It holds
         # the model's own Variable objects, so later in-place weight updates are seen.
         self._graphdef, self._state = nnx.split(model)
+        self._state_specs = jax.tree.map(spec_of, self._state)
+        self._flat_specs = {path: spec_of(v.get_value()) for path, v in nnx.to_flat_state(self._state)}
+        self._shard_weights = any(sharded_axis(spec) is not None for spec in self._flat_specs.values())
         self._sharded = jax.jit(self._sharded_forward, static_argnames=("perturbations",))
         self._replicated_forward = jax.jit(self._plain_forward, static_argnames=("perturbations",))
         logger.info(
@@ -171,17 +170,16 @@ class SequenceParallel:
     ) -> tuple[jax.Array | None, jax.Array | None]:
         validate_inputs(self.model.cfg, video, audio, perturbations)
         perturbations = perturbations or BatchedPerturbationConfig.empty((video or audio).latent.shape[0])
-        state = self._state
         video, audio = self._place(video), self._place(audio)
         if video is None:
-            return self._replicated_forward(state, None, audio, perturbations=perturbations)
+            return self._replicated_forward(self._state, None, audio, perturbations=perturbations)
         padded = padded_length(video.latent.shape[1], self.mesh_size)
         if padded > self.max_tokens:
             raise ValueError(
                 f"Total video token count ({padded}) exceeds max_tokens ({self.max_tokens}). "
                 "Use a smaller resolution or fewer frames."
             )
-        return self._sharded(state, video, audio, perturbations=perturbations)
+        return self._sharded(self._state, video, audio, perturbations=perturbations)
 
     def _place(self, modality: Modality | None) -> Modality | None:
         """Inputs as arrays replicated on the mesh; host values are built per process, shard by shard."""
