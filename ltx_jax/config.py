@@ -208,6 +208,21 @@ class LTXConfig:
         kwargs.update(overrides)
         return cls(**kwargs)
 
+    def to_metadata(self) -> dict[str, Any]:
+        """The checkpoint `config` JSON (`{"transformer": {...}}`) that `from_metadata` reads back as
+        this config (with `model_type=self.model_type`, which checkpoints leave to their keys)."""
+        transformer = {
+            k: v
+            for k, v in dataclasses.asdict(self).items()
+            if k not in ("model_type", "double_precision_rope", "caption_channels")
+        }
+        transformer.update(_REQUIRED_METADATA_VALUES, **_REQUIRED_AV_METADATA_VALUES)
+        transformer["frequencies_precision"] = "float64" if self.double_precision_rope else "float32"
+        transformer["caption_proj_before_connector"] = self.caption_channels is None
+        if self.caption_channels is not None:
+            transformer["caption_channels"] = self.caption_channels
+        return {"transformer": transformer}
+
     @classmethod
     def ltx2_19b(cls, **overrides: Any) -> LTXConfig:
         """LTX-2 19B: caption projection inside the DiT, no gating, 6-row AdaLN."""

@@ -9,7 +9,6 @@ with scripts/convert_checkpoint.py, and reports the child's peak RSS against the
 """
 
 import argparse
-import dataclasses
 import json
 import os
 import resource
@@ -30,16 +29,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GB = 1e9
 
 
-def metadata_config(cfg: ltx_jax.LTXConfig) -> dict:
-    from ltx_jax.config import _REQUIRED_AV_METADATA_VALUES, _REQUIRED_METADATA_VALUES
-
-    transformer = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("model_type", "double_precision_rope")}
-    transformer.pop("caption_channels")
-    transformer.update(_REQUIRED_METADATA_VALUES, **_REQUIRED_AV_METADATA_VALUES)
-    transformer.update(frequencies_precision="float64", caption_proj_before_connector=True)
-    return {"transformer": transformer}
-
-
 def write_synthetic(path: str, cfg: ltx_jax.LTXConfig) -> tuple[int, int]:
     """Streams a bf16 checkpoint of `cfg` to `path`; returns (file bytes, largest tensor bytes)."""
     table = expected_keys(abstract_model(cfg, np.float32))
@@ -49,7 +38,7 @@ def write_synthetic(path: str, cfg: ltx_jax.LTXConfig) -> tuple[int, int]:
         nbytes = int(np.prod(shape)) * bf16.itemsize
         header[DIT_PREFIX + key] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
         offset += nbytes
-    header["__metadata__"] = {"config": json.dumps(metadata_config(cfg)), "model_version": "2.3.0"}
+    header["__metadata__"] = {"config": json.dumps(cfg.to_metadata()), "model_version": "2.3.0"}
     encoded = json.dumps(header).encode()
     encoded += b" " * (-len(encoded) % 8)
     rng = np.random.default_rng(0)

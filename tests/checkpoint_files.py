@@ -1,31 +1,22 @@
 """Official-format safetensors files written by the tests from a tiny ltx-core model."""
 
-import dataclasses
 import json
 
 import torch
 from safetensors.torch import save_file
 
 import ltx_jax
-from ltx_jax.config import _REQUIRED_AV_METADATA_VALUES, _REQUIRED_METADATA_VALUES
 from ltx_jax.convert.state_dict import DIT_PREFIX
 
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
 
 def metadata_config(cfg: ltx_jax.LTXConfig) -> dict:
-    """The checkpoint `config` JSON an official file would carry for `cfg`."""
-    fields = dataclasses.asdict(cfg)
-    transformer = {
-        k: v for k, v in fields.items() if k not in ("model_type", "double_precision_rope", "caption_channels")
-    }
-    transformer.update(_REQUIRED_METADATA_VALUES, **_REQUIRED_AV_METADATA_VALUES)
-    transformer["frequencies_precision"] = "float64" if cfg.double_precision_rope else "float32"
-    transformer["caption_proj_before_connector"] = cfg.caption_channels is None
-    if cfg.caption_channels is not None:
-        transformer["caption_channels"] = cfg.caption_channels
-    transformer["connector_num_layers"] = 2  # a text-encoder key the DiT config ignores
-    return {"transformer": transformer, "vae": {"latent_channels": 16}}
+    """The checkpoint `config` JSON an official file would carry for `cfg`, with a text-encoder key
+    and a VAE section the DiT config ignores."""
+    config = cfg.to_metadata()
+    config["transformer"]["connector_num_layers"] = 2
+    return {**config, "vae": {"latent_channels": 16}}
 
 
 def official_state(state_dict: dict, dtype: torch.dtype) -> dict:

@@ -93,6 +93,15 @@ def test_from_metadata_19b_keeps_caption_projection_and_overrides():
 
 
 @pytest.mark.parametrize(
+    "cfg",
+    [ltx_jax.LTXConfig.ltx2_19b(), ltx_jax.LTXConfig.ltx2_3(), ltx_jax.LTXConfig.tiny(model_type="video")],
+    ids=["19b", "2.3", "tiny_video"],
+)
+def test_to_metadata_round_trips(cfg):
+    assert ltx_jax.LTXConfig.from_metadata(cfg.to_metadata(), model_type=cfg.model_type) == cfg
+
+
+@pytest.mark.parametrize(
     ("config", "message"),
     [
         ({}, "no 'transformer' section"),

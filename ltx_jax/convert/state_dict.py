@@ -17,6 +17,7 @@ from flax import nnx
 
 DIT_PREFIX = "model.diffusion_model."
 _SHOWN = 8  # offending keys listed per kind of problem
+_TILE_ROWS, _TILE_COLS = 256, 4096  # transpose tiles that stay in cache
 
 
 def param_key(path: tuple[Any, ...]) -> tuple[str, bool]:
@@ -52,6 +53,22 @@ def to_numpy(value: Any) -> np.ndarray:  # noqa: ANN401 - torch tensors, numpy o
             return tensor.view(raw).numpy().view(target)
         return tensor.numpy()
     return np.asarray(value)
+
+
+def transpose(matrix: np.ndarray) -> np.ndarray:
+    """A contiguous transposed copy of a 2-D array, tile by tile.
+
+    A plain `ascontiguousarray(a.T)` strides through memory and runs at ~0.3 GB/s here; copying
+    256 x 4096 tiles keeps both sides in cache and is about five times faster. Moves raw bits, so
+    ml_dtypes' bfloat16 goes through the native-integer path too.
+    """
+    bits = matrix.view(np.dtype(f"uint{8 * matrix.dtype.itemsize}"))
+    rows, cols = bits.shape
+    out = np.empty((cols, rows), bits.dtype)
+    for i in range(0, rows, _TILE_ROWS):
+        for j in range(0, cols, _TILE_COLS):
+            out[j : j + _TILE_COLS, i : i + _TILE_ROWS] = bits[i : i + _TILE_ROWS, j : j + _TILE_COLS].T
+    return out.view(matrix.dtype)
 
 
 def strip_prefix(keys: Iterable[str], prefix: str = DIT_PREFIX) -> dict[str, str]:
@@ -102,6 +119,6 @@ def load_state_dict(model: nnx.Module, state_dict: Mapping[str, Any]) -> nnx.Mod
     flat = dict(nnx.to_flat_state(state))
     for key, (path, transposed, _, dtype) in table.items():
         array = to_numpy(state_dict[names[key]])
-        flat[path].set_value(jnp.asarray((array.T if transposed else array).astype(dtype)))
+        flat[path].set_value(jnp.asarray((transpose(array) if transposed else array).astype(dtype)))
     nnx.update(model, state)
     return model
