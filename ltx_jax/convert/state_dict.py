@@ -96,24 +96,32 @@ def mismatch_problems(
     return problems
 
 
-def load_state_dict(model: nnx.Module, state_dict: Mapping[str, Any]) -> nnx.Module:
+def load_state_dict(model: nnx.Module, state_dict: Mapping[str, Any], prefix: str = DIT_PREFIX) -> nnx.Module:
     """Loads ltx-core-named weights into `model` in place, cast to the model's parameter dtype.
 
-    Keys may carry the checkpoint prefix `model.diffusion_model.`; values may be torch tensors,
-    numpy or jax arrays. Raises `ValueError` naming the first offending keys if any key is missing,
+    Works for any module whose attribute paths are the state-dict keys (the DiT, the VAEs, the
+    vocoder, ...). Keys may carry the checkpoint `prefix` (the DiT's `model.diffusion_model.` by
+    default; `vae.`, `audio_vae.`, `vocoder.` for the others); values may be torch tensors, numpy or
+    jax arrays. Raises `ValueError` naming the first offending keys if any key is missing,
     unexpected, or of the wrong shape; the model is left untouched then.
     """
     table = expected_keys(model)
-    names = strip_prefix(state_dict)
+    names = strip_prefix(state_dict, prefix)
     if len(names) != len(state_dict):
-        raise ValueError("state_dict holds the same parameter with and without the 'model.diffusion_model.' prefix.")
+        raise ValueError(f"state_dict holds the same parameter with and without the {prefix!r} prefix.")
     problems = mismatch_problems(table, state_dict, names)
     if problems:
+        hint = (
+            "Check that the checkpoint's config (heads, layers, gating, cross-attention AdaLN, caption "
+            "projection) matches the model's LTXConfig."
+            if prefix == DIT_PREFIX
+            else f"Check that the module's config matches the checkpoint and that the keys carry the {prefix!r} prefix."
+        )
         raise ValueError(
             f"state_dict does not match this {type(model).__name__} ({len(table)} parameters): "
             + "; ".join(problems)
-            + ". Check that the checkpoint's config (heads, layers, gating, cross-attention AdaLN, caption "
-            "projection) matches the model's LTXConfig."
+            + ". "
+            + hint
         )
     state = nnx.state(model, nnx.Param)
     flat = dict(nnx.to_flat_state(state))
