@@ -1,0 +1,39 @@
+"""Prompt embeddings -> latents -> mp4: schedules, guidance, the sampler, flows and media output.
+
+The flows (`generate` with "one-stage", "two-stage", "distilled") take their models as callables
+(`Components`), so they run the DiT on one device or under `SequenceParallel` on a mesh alike.
+"""
+
+from ltx_jax.pipeline.denoisers import GuidedDenoiser
+from ltx_jax.pipeline.guiders import MultiModalGuiderParams
+from ltx_jax.pipeline.media_io import video_to_uint8, write_mp4
+from ltx_jax.pipeline.pipelines import FLOWS, Components, ImageCondition, Request, generate, validate
+from ltx_jax.pipeline.samplers import euler_denoising_loop
+from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLED_SIGMA_VALUES, ltx2_sigmas
+from ltx_jax.pipeline.stages import Guidance, LatentGeometry, PromptEmbeddings, denoise_audio_video
+from ltx_jax.pipeline.types import AudioLatentShape, LatentState, VideoLatentShape, VideoPixelShape
+
+__all__ = [
+    "DISTILLED_SIGMA_VALUES",
+    "FLOWS",
+    "STAGE_2_DISTILLED_SIGMA_VALUES",
+    "AudioLatentShape",
+    "Components",
+    "Guidance",
+    "GuidedDenoiser",
+    "ImageCondition",
+    "LatentGeometry",
+    "LatentState",
+    "MultiModalGuiderParams",
+    "PromptEmbeddings",
+    "Request",
+    "VideoLatentShape",
+    "VideoPixelShape",
+    "denoise_audio_video",
+    "euler_denoising_loop",
+    "generate",
+    "ltx2_sigmas",
+    "validate",
+    "video_to_uint8",
+    "write_mp4",
+]

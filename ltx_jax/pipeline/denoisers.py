@@ -1,0 +1,151 @@
+"""Denoisers: one sampler step's DiT passes, batched, turned into x0 predictions and guided.
+
+Source: `ltx_pipelines/utils/denoisers.py` (upstream main). Like upstream, every guidance pass of a
+step goes into ONE batched forward (batch = passes x B), each sample carrying its own
+perturbations; `max_batch_size` splits that batch into sequential chunks when memory is short.
+The forward is anything with the DiT's call signature: `LTXModel`, or `SequenceParallel` on a mesh.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
+from ltx_jax.model.modality import Modality
+from ltx_jax.model.model import to_denoised
+from ltx_jax.pipeline.guiders import MultiModalGuiderParams, combine, guidance_passes
+from ltx_jax.pipeline.types import LatentState
+
+Forward = Callable[
+    [Modality | None, Modality | None, BatchedPerturbationConfig | None], tuple[jax.Array | None, jax.Array | None]
+]
+
+
+@dataclasses.dataclass
+class GuidedDenoiser:
+    """Runs the passes the guidance needs and returns the guided x0 of each modality.
+
+    Attributes:
+        forward: the DiT (velocity model): `forward(video, audio, perturbations) -> (vx, ax)`.
+        video_context, audio_context: `(B, S, D)` prompt embeddings (None for an absent modality).
+        video_negative, audio_negative: negative-prompt embeddings, needed when a cfg scale != 1.
+        video_params, audio_params: guidance per modality; the defaults run only the `cond` pass.
+        max_batch_size: samples per forward call (None: all passes in one call).
+    """
+
+    forward: Forward
+    video_context: jax.Array | None
+    audio_context: jax.Array | None
+    video_negative: jax.Array | None = None
+    audio_negative: jax.Array | None = None
+    video_params: MultiModalGuiderParams = dataclasses.field(default_factory=MultiModalGuiderParams)
+    audio_params: MultiModalGuiderParams = dataclasses.field(default_factory=MultiModalGuiderParams)
+    max_batch_size: int | None = None
+    _last: tuple[jax.Array | None, jax.Array | None] = (None, None)
+
+    def __post_init__(self) -> None:
+        self.passes = guidance_passes(self.video_params, self.audio_params)
+        if any(name == "uncond" for name, _ in self.passes):
+            for name, context, negative in (
+                ("video", self.video_context, self.video_negative),
+                ("audio", self.audio_context, self.audio_negative),
+            ):
+                if context is not None and negative is None:
+                    raise ValueError(
+                        f"{name}_negative is None, but a cfg_scale != 1 needs the negative prompt's embeddings. "
+                        "Pass them, or set both cfg scales to 1."
+                    )
+        if self.max_batch_size is not None and self.max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1 or None, got {self.max_batch_size}.")
+
+    def __call__(
+        self, video: LatentState | None, audio: LatentState | None, sigma: float, step: int
+    ) -> tuple[jax.Array | None, jax.Array | None]:
+        """x0 predictions `(B, T, C)` of video and audio for the states at noise level `sigma`."""
+        skip_video = self.video_params.should_skip_step(step)
+        skip_audio = self.audio_params.should_skip_step(step)
+        if (video is None or skip_video) and (audio is None or skip_audio):
+            return self._last
+        n = len(self.passes)
+        batch = (video or audio).latent.shape[0]
+        video_in = self._modality(video, self.video_context, self.video_negative, sigma, not skip_video)
+        audio_in = self._modality(audio, self.audio_context, self.audio_negative, sigma, not skip_audio)
+        configs = tuple(config for _, config in self.passes for _ in range(batch))
+        vx, ax = self._batched_forward(video_in, audio_in, configs)
+        results = []
+        for state, velocity, modality, params, skip, last in (
+            (video, vx, video_in, self.video_params, skip_video, self._last[0]),
+            (audio, ax, audio_in, self.audio_params, skip_audio, self._last[1]),
+        ):
+            if state is None:
+                results.append(None)
+            elif skip:
+                results.append(last)
+            else:
+                results.append(_guided_x0(params, tuple(name for name, _ in self.passes), n, modality, velocity))
+        self._last = (results[0], results[1])
+        return self._last
+
+    def _modality(
+        self, state: LatentState | None, context: jax.Array | None, negative: jax.Array | None, sigma: float, on: bool
+    ) -> Modality | None:
+        if state is None:
+            return None
+        n, batch = len(self.passes), state.latent.shape[0]
+        contexts = [negative if name == "uncond" else context for name, _ in self.passes]
+
+        def repeat(x: jax.Array) -> jax.Array:
+            return jnp.concatenate([jnp.asarray(x)] * n, axis=0)
+
+        sigmas = jnp.full((n * batch,), sigma, jnp.float32)
+        mask = repeat(state.denoise_mask)
+        return Modality(
+            latent=repeat(state.latent),
+            sigma=sigmas,
+            timesteps=mask * sigmas[:, None, None],
+            positions=repeat(state.positions),
+            context=jnp.concatenate([jnp.asarray(c) for c in contexts], axis=0),
+            enabled=on,
+        )
+
+    def _batched_forward(
+        self, video: Modality | None, audio: Modality | None, configs: tuple
+    ) -> tuple[jax.Array | None, jax.Array | None]:
+        total = len(configs)
+        chunk = total if self.max_batch_size is None else self.max_batch_size
+        if chunk >= total:
+            return self.forward(video, audio, BatchedPerturbationConfig(configs))
+        outputs = []
+        for start in range(0, total, chunk):
+            part = slice(start, min(start + chunk, total))
+            take = partial(_slice_modality, part=part)
+            outputs.append(self.forward(take(video), take(audio), BatchedPerturbationConfig(configs[part])))
+        return tuple(
+            None if parts[0] is None else jnp.concatenate(parts, axis=0) for parts in zip(*outputs, strict=True)
+        )
+
+
+def _slice_modality(modality: Modality | None, part: slice) -> Modality | None:
+    if modality is None:
+        return None
+    return dataclasses.replace(
+        modality,
+        latent=modality.latent[part],
+        sigma=modality.sigma[part],
+        timesteps=modality.timesteps[part],
+        positions=modality.positions[part],
+        context=modality.context[part],
+    )
+
+
+@partial(jax.jit, static_argnums=(0, 1, 2))
+def _guided_x0(
+    params: MultiModalGuiderParams, names: tuple[str, ...], n: int, modality: Modality, velocity: jax.Array
+) -> jax.Array:
+    denoised = to_denoised(modality.latent, velocity, modality.timesteps)
+    return combine(params, dict(zip(names, jnp.split(denoised, n, axis=0), strict=True)))

@@ -1,0 +1,177 @@
+"""The generation flows of ltx-pipelines: one stage, two stages, distilled.
+
+Sources: `ltx_pipelines/ti2vid_one_stage.py`, `ti2vid_two_stages.py`, `distilled.py`.
+- one stage: the full resolution with guidance over the `LTX2Scheduler` schedule;
+- two stages: half resolution with guidance, 2x latent upsampler, then the full resolution
+  without guidance (the distilled LoRA fused into the DiT) over the 3-step stage-2 sigmas, starting
+  from the upsampled latent noised to the first sigma; the stage-1 audio is kept;
+- distilled: both stages without guidance (8 + 3 steps); the stage-2 audio is kept.
+The components are callables, so the flows run on any mesh and with any decoder implementation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ltx_jax.pipeline.conditioning import condition_by_keyframe, condition_by_latent_index
+from ltx_jax.pipeline.denoisers import Forward
+from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLED_SIGMA_VALUES, ltx2_sigmas
+from ltx_jax.pipeline.stages import Conditioning, Guidance, LatentGeometry, PromptEmbeddings, denoise_audio_video
+from ltx_jax.pipeline.types import VideoPixelShape
+
+Flow = Literal["one-stage", "two-stage", "distilled"]
+FLOWS: tuple[Flow, ...] = ("one-stage", "two-stage", "distilled")
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageCondition:
+    """An image `(H, W, 3)` uint8 placed at pixel frame `frame_idx`, keeping `strength` of it."""
+
+    image: np.ndarray
+    frame_idx: int
+    strength: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Components:
+    """What a flow calls. `transformer` is the DiT (e.g. `SequenceParallel`); the rest are optional
+    where a flow does not need them (`upsample` for two-stage/distilled, `encode_image` for images).
+
+    Attributes:
+        transformer: velocity DiT `forward(video, audio, perturbations)`.
+        stage_2_transformer: the DiT with the distilled LoRA fused (two-stage); None: `transformer`.
+        upsample: video latent `(B, C, F, H, W)` -> `(B, C, F, 2H, 2W)`, normalized in and out.
+        encode_image: `(image (H, W, 3) uint8, height, width)` -> latent `(1, C, 1, height/32, width/32)`.
+        geometry: latent sizes of the VAEs.
+        dtype: latent dtype of the sampler state (the DiT's parameter dtype, as the reference does).
+    """
+
+    transformer: Forward
+    geometry: LatentGeometry
+    dtype: jnp.dtype
+    stage_2_transformer: Forward | None = None
+    upsample: Callable[[jax.Array], jax.Array] | None = None
+    encode_image: Callable[[np.ndarray, int, int], jax.Array] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One generation. Frames 8k+1; height/width multiples of 32 (64 for the two-stage flows)."""
+
+    prompt: PromptEmbeddings
+    height: int
+    width: int
+    num_frames: int
+    frame_rate: float
+    seed: int
+    num_inference_steps: int = 30
+    guidance: Guidance = Guidance()
+    images: tuple[ImageCondition, ...] = ()
+    max_batch_size: int | None = None
+
+
+def validate(request: Request, flow: Flow) -> None:
+    """Raises before any device work, naming the argument and the fix."""
+    if flow not in FLOWS:
+        raise ValueError(f"flow must be one of {list(FLOWS)}, got {flow!r}.")
+    divisor = 32 if flow == "one-stage" else 64
+    for name in ("height", "width"):
+        value = getattr(request, name)
+        if value <= 0 or value % divisor:
+            raise ValueError(
+                f"{name}={value} must be a positive multiple of {divisor} for the {flow} flow "
+                f"(try {max(divisor, round(value / divisor) * divisor)})."
+            )
+    if request.num_frames < 1 or (request.num_frames - 1) % 8:
+        fix = (request.num_frames - 1) // 8 * 8 + 1
+        raise ValueError(f"num_frames={request.num_frames} must be 8k+1 (e.g. {max(fix, 1)} or {fix + 8}).")
+    if request.frame_rate <= 0:
+        raise ValueError(f"frame_rate must be positive, got {request.frame_rate}.")
+    for image in request.images:
+        if not 0 <= image.frame_idx < request.num_frames:
+            raise ValueError(f"An image's frame index {image.frame_idx} is outside the {request.num_frames} frames.")
+
+
+def generate(components: Components, request: Request, flow: Flow) -> tuple[jax.Array | None, jax.Array | None]:
+    """Runs `flow`; returns the final video latent `(B, C, F, H, W)` and audio latent `(B, C, T, M)`."""
+    validate(request, flow)
+    key = jax.random.key(request.seed)
+    if flow == "one-stage":
+        sigmas = ltx2_sigmas(request.num_inference_steps)
+        return _stage(components, request, 1, sigmas, key, request.guidance, "denoising")
+    two_stage = flow == "two-stage"
+    if components.upsample is None:
+        raise ValueError(f"The {flow} flow needs the spatial upsampler (components.upsample).")
+    stage_1_sigmas = ltx2_sigmas(request.num_inference_steps) if two_stage else np.asarray(DISTILLED_SIGMA_VALUES)
+    guidance = request.guidance if two_stage else Guidance()
+    video, audio = _stage(components, request, 2, stage_1_sigmas, key, guidance, "stage 1")
+    upsampled = components.upsample(video[:1])
+    stage_2 = dataclasses.replace(components, transformer=components.stage_2_transformer or components.transformer)
+    sigmas = np.asarray(STAGE_2_DISTILLED_SIGMA_VALUES, np.float32)
+    video_2, audio_2 = _stage(
+        stage_2, request, 1, sigmas, jax.random.fold_in(key, 2), Guidance(), "stage 2",
+        initial=(upsampled, audio), noise_scale=float(sigmas[0]),
+    )  # fmt: skip
+    return video_2, audio if two_stage else audio_2
+
+
+def _stage(
+    components: Components,
+    request: Request,
+    downscale: int,
+    sigmas: np.ndarray,
+    key: jax.Array,
+    guidance: Guidance,
+    description: str,
+    initial: tuple[jax.Array | None, jax.Array | None] = (None, None),
+    noise_scale: float = 1.0,
+) -> tuple[jax.Array | None, jax.Array | None]:
+    shape = VideoPixelShape(
+        1, request.num_frames, request.height // downscale, request.width // downscale, request.frame_rate
+    )
+    return denoise_audio_video(
+        components.transformer,
+        shape,
+        sigmas,
+        key,
+        request.prompt,
+        geometry=components.geometry,
+        dtype=components.dtype,
+        guidance=guidance,
+        conditionings=_image_conditionings(components, request.images, shape),
+        initial_video_latent=None if initial[0] is None else np.asarray(initial[0]),
+        initial_audio_latent=None if initial[1] is None else np.asarray(initial[1]),
+        noise_scale=noise_scale,
+        max_batch_size=request.max_batch_size,
+        description=description,
+    )
+
+
+def _image_conditionings(
+    components: Components, images: Sequence[ImageCondition], shape: VideoPixelShape
+) -> list[Conditioning]:
+    """Frame 0 replaces the first latent frame; other frames are appended as keyframe tokens."""
+    if images and components.encode_image is None:
+        raise ValueError("Image conditioning needs the video VAE encoder (components.encode_image).")
+    conditionings: list[Conditioning] = []
+    for image in images:
+        latent = np.asarray(components.encode_image(image.image, shape.height, shape.width))
+        if image.frame_idx == 0:
+            conditionings.append(
+                lambda state, target, latent=latent, s=image.strength: condition_by_latent_index(
+                    state, latent, s, 0, target
+                )
+            )
+        else:
+            conditionings.append(
+                lambda state, _, latent=latent, image=image: condition_by_keyframe(
+                    state, latent, image.frame_idx, image.strength, shape.fps
+                )
+            )
+    return conditionings

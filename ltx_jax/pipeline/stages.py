@@ -1,0 +1,117 @@
+"""One denoising stage: initial state, conditioning, noise, the sampler, and back to latents.
+
+Source: `ltx_pipelines/utils/helpers.py::denoise_audio_video` (noise_video_state,
+noise_audio_state, clear_conditioning, unpatchify). Video and audio noise come from one seed,
+split into two keys, so a generation is reproducible on any mesh and in any process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ltx_jax.pipeline import patchifiers
+from ltx_jax.pipeline.denoisers import Forward, GuidedDenoiser
+from ltx_jax.pipeline.diffusion_steps import add_noise
+from ltx_jax.pipeline.guiders import MultiModalGuiderParams
+from ltx_jax.pipeline.samplers import euler_denoising_loop
+from ltx_jax.pipeline.types import AudioLatentShape, LatentState, VideoLatentShape, VideoPixelShape
+
+Conditioning = Callable[[LatentState, VideoLatentShape], LatentState]
+
+
+@dataclasses.dataclass(frozen=True)
+class LatentGeometry:
+    """Latent sizes the VAEs define (production: 128 video channels; audio 8 channels x 16 mel bins)."""
+
+    video_channels: int = 128
+    audio_channels: int = 8
+    audio_mel_bins: int = 16
+
+    def video(self, shape: VideoPixelShape) -> VideoLatentShape:
+        return VideoLatentShape.from_pixel_shape(shape, self.video_channels)
+
+    def audio(self, shape: VideoPixelShape) -> AudioLatentShape:
+        return AudioLatentShape.from_video_pixel_shape(shape, self.audio_channels, self.audio_mel_bins)
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptEmbeddings:
+    """`(B, S, D)` contexts for the DiT; None for a modality the model does not have."""
+
+    video: jax.Array | None
+    audio: jax.Array | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Guidance:
+    """Per-modality guidance and the negative prompt it contrasts with (None: no guidance)."""
+
+    video: MultiModalGuiderParams = MultiModalGuiderParams()
+    audio: MultiModalGuiderParams = MultiModalGuiderParams()
+    negative: PromptEmbeddings | None = None
+
+
+def denoise_audio_video(
+    forward: Forward,
+    shape: VideoPixelShape,
+    sigmas: np.ndarray,
+    key: jax.Array,
+    prompt: PromptEmbeddings,
+    *,
+    geometry: LatentGeometry,
+    dtype: jnp.dtype,
+    guidance: Guidance = Guidance(),
+    conditionings: Sequence[Conditioning] = (),
+    initial_video_latent: np.ndarray | None = None,
+    initial_audio_latent: np.ndarray | None = None,
+    noise_scale: float = 1.0,
+    max_batch_size: int | None = None,
+    description: str = "denoising",
+) -> tuple[jax.Array | None, jax.Array | None]:
+    """Denoises from noise (or a noised initial latent) along `sigmas`.
+
+    Returns the video latent `(B, C, F, H, W)` and audio latent `(B, C, T, M)` (None where the
+    prompt has no context for that modality).
+    """
+    video_shape, audio_shape = geometry.video(shape), geometry.audio(shape)
+    key_video, key_audio = jax.random.split(key)
+    video = audio = None
+    if prompt.video is not None:
+        video = patchifiers.initial_video_state(video_shape, shape.fps, initial_video_latent, dtype)
+        for condition in conditionings:
+            video = condition(video, video_shape)
+        video = _noised(video, key_video, noise_scale, dtype)
+    if prompt.audio is not None:
+        audio = patchifiers.initial_audio_state(audio_shape, initial_audio_latent, dtype)
+        audio = _noised(audio, key_audio, noise_scale, dtype)
+    negative = guidance.negative or PromptEmbeddings(None, None)
+    denoiser = GuidedDenoiser(
+        forward,
+        prompt.video,
+        prompt.audio,
+        negative.video,
+        negative.audio,
+        guidance.video,
+        guidance.audio,
+        max_batch_size,
+    )
+    video, audio = euler_denoising_loop(sigmas, video, audio, denoiser, description=description)
+    video_latent = audio_latent = None
+    if video is not None:
+        video = patchifiers.clear_conditioning(video, video_shape.token_count())
+        video_latent = jnp.asarray(patchifiers.unpatchify_video(np.asarray(video.latent), video_shape))
+    if audio is not None:
+        audio_latent = jnp.asarray(patchifiers.unpatchify_audio(np.asarray(audio.latent), audio_shape))
+    return video_latent, audio_latent
+
+
+def _noised(state: LatentState, key: jax.Array, noise_scale: float, dtype: jnp.dtype) -> LatentState:
+    as_jax = jax.tree.map(jnp.asarray, state)
+    as_jax = as_jax.replace(latent=as_jax.latent.astype(dtype), clean_latent=as_jax.clean_latent.astype(dtype))
+    noise = jax.random.normal(key, as_jax.latent.shape, jnp.float32).astype(dtype)
+    return add_noise(as_jax, noise, noise_scale)

@@ -1,0 +1,182 @@
+"""Sampler pieces against ltx-core 1.0.0: schedules, token layout and positions, the Euler step,
+the noiser, guidance, image conditioning, and the validation of a generation request."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from ltx_core.components.diffusion_steps import EulerDiffusionStep
+from ltx_core.components.guiders import MultiModalGuider
+from ltx_core.components.guiders import MultiModalGuiderParams as TorchGuiderParams
+from ltx_core.components.patchifiers import AudioPatchifier, VideoLatentPatchifier
+from ltx_core.components.schedulers import LTX2Scheduler
+from ltx_core.conditioning.types.keyframe_cond import VideoConditionByKeyframeIndex
+from ltx_core.conditioning.types.latent_cond import VideoConditionByLatentIndex
+from ltx_core.tools import AudioLatentTools, VideoLatentTools
+from ltx_core.types import AudioLatentShape as TorchAudioShape
+from ltx_core.types import LatentState as TorchLatentState
+from ltx_core.types import VideoLatentShape as TorchVideoShape
+from ltx_core_twin import relative_error
+
+from ltx_jax.pipeline import conditioning, patchifiers, pipelines
+from ltx_jax.pipeline.diffusion_steps import add_noise, euler_step
+from ltx_jax.pipeline.guiders import MultiModalGuiderParams, combine, guidance_passes
+from ltx_jax.pipeline.schedulers import ltx2_sigmas
+from ltx_jax.pipeline.stages import PromptEmbeddings
+from ltx_jax.pipeline.types import AudioLatentShape, VideoLatentShape, VideoPixelShape
+
+# Elementwise float32 math: XLA's CPU division and fused multiply-adds round differently from
+# torch's by an ulp or two, so bit equality is not expected (the schedule, computed host-side, is).
+ELEMENTWISE_TOLERANCE = 1e-6
+VIDEO_SHAPE = VideoLatentShape(batch=2, channels=4, frames=3, height=2, width=5)
+AUDIO_SHAPE = AudioLatentShape(batch=2, channels=2, frames=7, mel_bins=3)
+FPS = 24.0
+
+
+@pytest.mark.parametrize("tokens", [4096, 6144, 100])
+def test_ltx2_sigmas_equal_reference_bit_for_bit(tokens):
+    for steps in range(2, 61):
+        reference = LTX2Scheduler().execute(steps=steps, default_number_of_tokens=tokens).numpy()
+        np.testing.assert_array_equal(ltx2_sigmas(steps, tokens), reference, err_msg=f"steps={steps}")
+
+
+def test_one_stretched_step_is_refused():
+    with pytest.raises(ValueError, match="steps must be at least 2"):
+        ltx2_sigmas(1)
+
+
+def torch_state(state):
+    def tensor(x):
+        return torch.from_numpy(np.array(x, np.float32))
+
+    return TorchLatentState(
+        latent=tensor(state.latent),
+        denoise_mask=tensor(state.denoise_mask),
+        positions=tensor(state.positions),
+        clean_latent=tensor(state.clean_latent),
+    )
+
+
+def video_tools(shape=VIDEO_SHAPE):
+    return VideoLatentTools(VideoLatentPatchifier(patch_size=1), TorchVideoShape(*shape), FPS)
+
+
+def assert_states_equal(ours, reference):
+    for name in ("latent", "denoise_mask", "positions", "clean_latent"):
+        np.testing.assert_array_equal(np.asarray(getattr(ours, name)), getattr(reference, name).numpy(), err_msg=name)
+
+
+def test_video_tokens_and_positions_equal_reference():
+    latent = np.random.default_rng(0).standard_normal(VIDEO_SHAPE.shape).astype(np.float32)
+    reference = video_tools().create_initial_state("cpu", torch.float32, torch.from_numpy(latent))
+    ours = patchifiers.initial_video_state(VIDEO_SHAPE, FPS, latent)
+    assert_states_equal(ours, reference)
+    np.testing.assert_array_equal(patchifiers.unpatchify_video(np.asarray(ours.latent), VIDEO_SHAPE), latent)
+
+
+def test_audio_tokens_and_positions_equal_reference():
+    latent = np.random.default_rng(0).standard_normal(AUDIO_SHAPE.shape).astype(np.float32)
+    tools = AudioLatentTools(AudioPatchifier(patch_size=1), TorchAudioShape(*AUDIO_SHAPE))
+    reference = tools.create_initial_state("cpu", torch.float32, torch.from_numpy(latent))
+    ours = patchifiers.initial_audio_state(AUDIO_SHAPE, latent)
+    assert_states_equal(ours, reference)
+    np.testing.assert_array_equal(patchifiers.unpatchify_audio(np.asarray(ours.latent), AUDIO_SHAPE), latent)
+
+
+def test_latent_shapes_from_pixels_equal_reference():
+    pixels = VideoPixelShape(batch=1, frames=121, height=512, width=768, fps=24.0)
+    assert VideoLatentShape.from_pixel_shape(pixels) == (1, 128, 16, 16, 24)
+    assert AudioLatentShape.from_video_pixel_shape(pixels) == (1, 8, 126, 16)
+
+
+def test_initial_latent_of_the_wrong_shape_is_refused():
+    with pytest.raises(ValueError, match="initial_video_latent has shape"):
+        patchifiers.initial_video_state(VIDEO_SHAPE, FPS, np.zeros((1, 4, 3, 2, 5)))
+
+
+def test_euler_step_equals_reference():
+    rng = np.random.default_rng(0)
+    sample, denoised = (rng.standard_normal((2, 30, 8)).astype(np.float32) for _ in range(2))
+    sigmas = torch.tensor([1.0, 0.8, 0.3, 0.0])
+    for i in range(3):
+        reference = EulerDiffusionStep().step(torch.from_numpy(sample), torch.from_numpy(denoised), sigmas, i)
+        ours = euler_step(sample, denoised, sigmas[i].numpy(), sigmas[i + 1].numpy())
+        assert relative_error(ours, reference) <= ELEMENTWISE_TOLERANCE
+
+
+def test_noiser_blends_by_mask_and_scale():
+    state = patchifiers.initial_video_state(VIDEO_SHAPE, FPS, np.ones(VIDEO_SHAPE.shape, np.float32))
+    mask = np.array(state.denoise_mask)
+    mask[:, :3] = 0.25
+    noise = np.full(state.latent.shape, 3.0, np.float32)
+    noised = np.asarray(add_noise(state.replace(denoise_mask=mask), noise, 0.5).latent)
+    np.testing.assert_allclose(noised[:, :3], 3.0 * 0.125 + 1.0 * 0.875)
+    np.testing.assert_allclose(noised[:, 3:], 3.0 * 0.5 + 1.0 * 0.5)
+
+
+GUIDANCE = [
+    {"cfg_scale": 3.0, "stg_scale": 1.0, "stg_blocks": [1], "rescale_scale": 0.7, "modality_scale": 3.0},
+    {"cfg_scale": 7.0, "stg_scale": 0.0, "rescale_scale": 0.0, "modality_scale": 1.0},
+    {"cfg_scale": 1.0, "stg_scale": 0.5, "stg_blocks": [0], "rescale_scale": 1.0, "modality_scale": 2.0},
+]
+
+
+@pytest.mark.parametrize("params", GUIDANCE)
+def test_guidance_combination_equals_reference(params):
+    rng = np.random.default_rng(0)
+    outputs = {name: rng.standard_normal((2, 30, 8)).astype(np.float32) for name in ("cond", "uncond", "ptb", "mod")}
+    ours_params = MultiModalGuiderParams(**params)
+    present = {name for name, _ in guidance_passes(ours_params, MultiModalGuiderParams())}
+    reference = MultiModalGuider(TorchGuiderParams(**params)).calculate(
+        *(torch.from_numpy(outputs[n]) if n in present else 0.0 for n in ("cond", "uncond", "ptb", "mod"))
+    )
+    ours = combine(ours_params, {n: v for n, v in outputs.items() if n in present})
+    assert relative_error(ours, reference) <= ELEMENTWISE_TOLERANCE
+
+
+def test_guidance_passes_follow_the_scales():
+    video = MultiModalGuiderParams(cfg_scale=3.0, stg_scale=1.0, stg_blocks=(28,), modality_scale=3.0)
+    names = [name for name, _ in guidance_passes(video, MultiModalGuiderParams())]
+    assert names == ["cond", "uncond", "ptb", "mod"]
+    assert [name for name, _ in guidance_passes(MultiModalGuiderParams(), MultiModalGuiderParams())] == ["cond"]
+    skip = MultiModalGuiderParams(skip_step=2)
+    assert [skip.should_skip_step(i) for i in range(6)] == [False, True, True, False, True, True]
+
+
+def test_image_at_frame_zero_equals_reference():
+    rng = np.random.default_rng(1)
+    image = rng.standard_normal((2, 4, 1, 2, 5)).astype(np.float32)
+    state = patchifiers.initial_video_state(VIDEO_SHAPE, FPS)
+    ours = conditioning.condition_by_latent_index(state, image, 0.8, 0, VIDEO_SHAPE)
+    item = VideoConditionByLatentIndex(latent=torch.from_numpy(image), strength=0.8, latent_idx=0)
+    assert_states_equal(ours, item.apply_to(torch_state(state), video_tools()))
+
+
+@pytest.mark.parametrize("frame_idx", [0, 9])
+def test_keyframe_tokens_equal_reference(frame_idx):
+    keyframe = np.random.default_rng(2).standard_normal((2, 4, 1, 2, 5)).astype(np.float32)
+    state = patchifiers.initial_video_state(VIDEO_SHAPE, FPS)
+    ours = conditioning.condition_by_keyframe(state, keyframe, frame_idx, 0.9, FPS)
+    item = VideoConditionByKeyframeIndex(keyframes=torch.from_numpy(keyframe), frame_idx=frame_idx, strength=0.9)
+    reference = item.apply_to(torch_state(state), video_tools())
+    assert_states_equal(ours, reference)
+    assert reference.attention_mask is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "flow", "message"),
+    [
+        ({"height": 100}, "one-stage", "height=100 must be a positive multiple of 32"),
+        ({"width": 96}, "two-stage", "width=96 must be a positive multiple of 64"),
+        ({"num_frames": 120}, "one-stage", r"num_frames=120 must be 8k\+1"),
+        ({"frame_rate": 0.0}, "one-stage", "frame_rate must be positive"),
+        ({}, "three-stage", "flow must be one of"),
+    ],
+)
+def test_bad_requests_are_refused_with_the_fix(changes, flow, message):
+    request = pipelines.Request(
+        prompt=PromptEmbeddings(None, None), height=128, width=128, num_frames=9, frame_rate=24.0, seed=0
+    )
+    with pytest.raises(ValueError, match=message):
+        pipelines.validate(dataclasses.replace(request, **changes), flow)

@@ -1,0 +1,155 @@
+"""The guided Euler sampler against ltx-pipelines 1.0.0, and the same generation on one device and
+under sequence parallelism.
+
+ltx-pipelines imports ltx-core's audio VAE, which imports torchaudio at package import; the
+stand-in (tests/torchaudio_stand_in.py) lets that import succeed and raises if anything calls it.
+Nothing here does.
+"""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+import torch
+from ltx_core.components.diffusion_steps import EulerDiffusionStep
+from ltx_core.components.guiders import MultiModalGuider
+from ltx_core.components.guiders import MultiModalGuiderParams as TorchGuiderParams
+from ltx_core.model.transformer.model import X0Model
+from ltx_core.types import LatentState as TorchLatentState
+from ltx_core_twin import jax_model, relative_error, torch_model
+from torchaudio_stand_in import torchaudio_stand_in
+
+import ltx_jax
+from ltx_jax.parallel import SequenceParallel, make_mesh
+from ltx_jax.pipeline import patchifiers, schedulers
+from ltx_jax.pipeline.denoisers import GuidedDenoiser
+from ltx_jax.pipeline.diffusion_steps import add_noise
+from ltx_jax.pipeline.guiders import MultiModalGuiderParams
+from ltx_jax.pipeline.samplers import euler_denoising_loop
+from ltx_jax.pipeline.stages import Guidance, LatentGeometry, PromptEmbeddings, denoise_audio_video
+from ltx_jax.pipeline.types import AudioLatentShape, VideoLatentShape, VideoPixelShape
+
+with torchaudio_stand_in():
+    from ltx_pipelines.utils.constants import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLED_SIGMA_VALUES
+    from ltx_pipelines.utils.helpers import multi_modal_guider_denoising_func
+    from ltx_pipelines.utils.samplers import euler_denoising_loop as reference_loop
+
+TOLERANCE = 1e-5  # DESIGN.md's float32 parity bound, on the latents after the whole loop
+CFG = ltx_jax.LTXConfig.tiny(  # 8 heads per stream, so that SP(8) applies
+    num_layers=2, num_attention_heads=8, attention_head_dim=8, audio_num_attention_heads=8, audio_attention_head_dim=4
+)
+PIXELS = VideoPixelShape(batch=1, frames=17, height=64, width=96, fps=24.0)
+GEOMETRY = LatentGeometry(video_channels=16, audio_channels=4, audio_mel_bins=4)
+VIDEO_GUIDANCE = {"cfg_scale": 3.0, "stg_scale": 1.0, "stg_blocks": [1], "rescale_scale": 0.7, "modality_scale": 3.0}
+AUDIO_GUIDANCE = {"cfg_scale": 7.0, "stg_scale": 1.0, "stg_blocks": [0], "rescale_scale": 0.7, "modality_scale": 3.0}
+
+
+@pytest.fixture(scope="module")
+def models():
+    reference = torch_model(CFG)
+    return reference, jax_model(CFG, reference)
+
+
+@pytest.fixture(scope="module")
+def contexts():
+    rng = np.random.default_rng(1)
+    video, audio = (CFG.cross_attention_dim, CFG.audio_cross_attention_dim)
+    return {
+        name: rng.standard_normal((1, 8, width)).astype(np.float32)
+        for name, width in (("video", video), ("video_negative", video), ("audio", audio), ("audio_negative", audio))
+    }
+
+
+def noised_states(seed=0):
+    video = patchifiers.initial_video_state(VideoLatentShape.from_pixel_shape(PIXELS, 16), PIXELS.fps)
+    audio = patchifiers.initial_audio_state(AudioLatentShape.from_video_pixel_shape(PIXELS, 4, 4))
+    keys = jax.random.split(jax.random.key(seed))
+    return tuple(
+        add_noise(jax.tree.map(np.asarray, s), jax.random.normal(k, s.latent.shape))
+        for s, k in zip((video, audio), keys, strict=True)
+    )
+
+
+def to_torch(state):
+    return TorchLatentState(
+        **{f.name: torch.tensor(np.asarray(getattr(state, f.name))) for f in dataclasses.fields(state)}
+    )
+
+
+def test_distilled_sigmas_equal_reference():
+    assert schedulers.DISTILLED_SIGMA_VALUES == tuple(DISTILLED_SIGMA_VALUES)
+    assert schedulers.STAGE_2_DISTILLED_SIGMA_VALUES == tuple(STAGE_2_DISTILLED_SIGMA_VALUES)
+
+
+def test_guided_loop_equals_ltx_pipelines(models, contexts):
+    """cfg + stg + modality isolation + rescale for both streams over 3 steps: all four passes batched
+    into one forward here, run one by one by ltx-pipelines."""
+    reference_model, model = models
+    video, audio = noised_states()
+    sigmas = schedulers.ltx2_sigmas(3)
+    denoiser = GuidedDenoiser(
+        model, contexts["video"], contexts["audio"], contexts["video_negative"], contexts["audio_negative"],
+        MultiModalGuiderParams(**VIDEO_GUIDANCE), MultiModalGuiderParams(**AUDIO_GUIDANCE),
+    )  # fmt: skip
+    ours = euler_denoising_loop(sigmas, video, audio, denoiser, progress=False)
+    reference_fn = multi_modal_guider_denoising_func(
+        MultiModalGuider(TorchGuiderParams(**VIDEO_GUIDANCE), torch.from_numpy(contexts["video_negative"])),
+        MultiModalGuider(TorchGuiderParams(**AUDIO_GUIDANCE), torch.from_numpy(contexts["audio_negative"])),
+        torch.from_numpy(contexts["video"]),
+        torch.from_numpy(contexts["audio"]),
+        X0Model(reference_model),
+    )
+    with torch.no_grad():
+        reference = reference_loop(
+            torch.from_numpy(sigmas), to_torch(video), to_torch(audio), EulerDiffusionStep(), reference_fn
+        )
+    for name, ours_state, reference_state in zip(("video", "audio"), ours, reference, strict=True):
+        error = relative_error(ours_state.latent, reference_state.latent)
+        assert error <= TOLERANCE, f"{name}: {error:.2e}"
+        moved = relative_error(ours_state.latent, np.asarray((video, audio)[name == "audio"].latent))
+        assert moved > 0.1, f"{name} barely changed ({moved:.2e}): the loop did not run"
+
+
+def test_chunked_passes_and_skipped_steps_match(models, contexts):
+    """max_batch_size splits the batched passes without changing the result; skip_step reuses x0."""
+    _, model = models
+    video, audio = noised_states()
+    sigmas = schedulers.ltx2_sigmas(3)
+    params = MultiModalGuiderParams(**VIDEO_GUIDANCE)
+    args = (model, contexts["video"], contexts["audio"], contexts["video_negative"], contexts["audio_negative"])
+    whole = euler_denoising_loop(sigmas, video, audio, GuidedDenoiser(*args, params, params), progress=False)
+    chunked = euler_denoising_loop(
+        sigmas, video, audio, GuidedDenoiser(*args, params, params, max_batch_size=3), progress=False
+    )
+    for a, b in zip(whole, chunked, strict=True):
+        assert relative_error(b.latent, a.latent) <= TOLERANCE
+    calls = []
+
+    def counting(*inputs):
+        calls.append(1)
+        return model(*inputs)
+
+    skipping = dataclasses.replace(params, skip_step=1)
+    denoiser = GuidedDenoiser(counting, *args[1:], skipping, skipping)
+    euler_denoising_loop(sigmas, video, audio, denoiser, progress=False)
+    assert len(calls) == 2  # steps 0 and 2 run the model; step 1 reuses step 0's x0
+
+
+def test_sequence_parallel_generation_equals_single_device(models, contexts):
+    """A whole guided stage (noise from the seed, 4 passes, 3 steps) on an 8-device mesh equals one device."""
+    _, model = models
+    prompt = PromptEmbeddings(contexts["video"], contexts["audio"])
+    guidance = Guidance(
+        MultiModalGuiderParams(**VIDEO_GUIDANCE),
+        MultiModalGuiderParams(**AUDIO_GUIDANCE),
+        PromptEmbeddings(contexts["video_negative"], contexts["audio_negative"]),
+    )
+    pixels = PIXELS._replace(height=96)  # 3 x 3 x 3 = 27 video tokens: not a multiple of 8
+    kwargs = {"geometry": GEOMETRY, "dtype": np.float32, "guidance": guidance}
+    single = denoise_audio_video(model, pixels, schedulers.ltx2_sigmas(3), jax.random.key(3), prompt, **kwargs)
+    sp = SequenceParallel(model, make_mesh(8))
+    sharded = denoise_audio_video(sp, pixels, schedulers.ltx2_sigmas(3), jax.random.key(3), prompt, **kwargs)
+    assert single[0].shape == (1, 16, 3, 3, 3)
+    for ours, reference in zip(sharded, single, strict=True):
+        assert relative_error(ours, reference) <= TOLERANCE
