@@ -20,11 +20,12 @@ _SHOWN = 8  # offending keys listed per kind of problem
 _TILE_ROWS, _TILE_COLS = 256, 4096  # transpose tiles that stay in cache
 
 
-def param_key(path: tuple[Any, ...]) -> tuple[str, bool]:
+def param_key(path: tuple[Any, ...], ndim: int = 2) -> tuple[str, bool]:
     """nnx parameter path -> (ltx-core state-dict key, whether the tensor is transposed)."""
     *module, leaf = (str(p) for p in path)
-    if leaf == "kernel":  # nnx.Linear stores (in, out); torch stores weight as (out, in)
+    if leaf == "kernel" and ndim == 2:  # nnx.Linear stores (in, out); torch stores weight as (out, in)
         return ".".join([*module, "weight"]), True
+    # Other `kernel`s are torch tensors of that name (the upsampler's 4-D blur kernel): kept as they are.
     return ".".join([*module, leaf]), False
 
 
@@ -32,8 +33,8 @@ def expected_keys(model: nnx.Module) -> dict[str, tuple[tuple[Any, ...], bool, t
     """Checkpoint key -> (parameter path, transposed, torch-layout shape, parameter dtype)."""
     table = {}
     for path, variable in nnx.to_flat_state(nnx.state(model, nnx.Param)):
-        key, transposed = param_key(path)
         value = variable.get_value()
+        key, transposed = param_key(path, len(value.shape))
         shape = tuple(reversed(value.shape)) if transposed else tuple(value.shape)
         table[key] = (path, transposed, shape, value.dtype)
     return table

@@ -1,0 +1,36 @@
+"""LTX-2's audio VAE decoder (latent -> mel) and vocoders (mel -> waveform) as Flax NNX modules.
+
+One file per `ltx_core.model.audio_vae` file (the anti-aliasing part of `vocoder.py` is in
+`anti_alias.py`; the norms of `ltx_core.model.common.normalization` are in `normalization.py`).
+The audio encoder is not ported. See docs/audio.md.
+"""
+
+from ltx_jax.model.audio_vae.anti_alias import conv_transpose_1d
+from ltx_jax.model.audio_vae.audio_vae import Audio, AudioDecoder, decode_audio
+from ltx_jax.model.audio_vae.causality_axis import CausalityAxis
+from ltx_jax.model.audio_vae.model_configurator import (
+    audio_decoder_from_config,
+    audio_decoder_state_dict,
+    vocoder_from_config,
+    vocoder_state_dict,
+)
+from ltx_jax.model.audio_vae.normalization import NormType
+from ltx_jax.model.audio_vae.ops import Buffer
+from ltx_jax.model.audio_vae.vocoder import MelSTFT, Vocoder, VocoderWithBWE
+
+__all__ = [
+    "Audio",
+    "AudioDecoder",
+    "Buffer",
+    "CausalityAxis",
+    "MelSTFT",
+    "NormType",
+    "Vocoder",
+    "VocoderWithBWE",
+    "audio_decoder_from_config",
+    "audio_decoder_state_dict",
+    "conv_transpose_1d",
+    "decode_audio",
+    "vocoder_from_config",
+    "vocoder_state_dict",
+]
