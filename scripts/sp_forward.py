@@ -9,10 +9,9 @@ split over `--mesh` devices with Ulysses attention, and prints the difference an
 """
 
 import argparse
-import os
-import shutil
-import subprocess
 import time
+
+from device_setup import simulate_cpu_devices_if_needed
 
 
 def parse_args() -> argparse.Namespace:
@@ -27,17 +26,8 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def has_gpu() -> bool:
-    if not shutil.which("nvidia-smi"):
-        return False
-    return subprocess.run(["nvidia-smi", "-L"], capture_output=True, check=False).returncode == 0
-
-
 ARGS = parse_args()
-if ARGS.cpu or not has_gpu():
-    # An entry point may configure JAX: simulated devices have to exist before JAX starts.
-    os.environ["JAX_PLATFORMS"] = "cpu"
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={ARGS.mesh}"
+simulate_cpu_devices_if_needed(ARGS.mesh, ARGS.cpu)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

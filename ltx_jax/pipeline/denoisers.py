@@ -119,15 +119,21 @@ class GuidedDenoiser:
         total = len(configs)
         chunk = total if self.max_batch_size is None else self.max_batch_size
         if chunk >= total:
-            return self.forward(video, audio, BatchedPerturbationConfig(configs))
+            return _local(self.forward(video, audio, BatchedPerturbationConfig(configs)))
         outputs = []
         for start in range(0, total, chunk):
             part = slice(start, min(start + chunk, total))
             take = partial(_slice_modality, part=part)
-            outputs.append(self.forward(take(video), take(audio), BatchedPerturbationConfig(configs[part])))
+            outputs.append(_local(self.forward(take(video), take(audio), BatchedPerturbationConfig(configs[part]))))
         return tuple(
             None if parts[0] is None else jnp.concatenate(parts, axis=0) for parts in zip(*outputs, strict=True)
         )
+
+
+def _local(outputs: tuple[jax.Array | None, ...]) -> tuple[jax.Array | None, ...]:
+    """This process's copy of replicated outputs: in a multi-process run the sampler state stays
+    process-local (every process computes the same values), so no array spans hosts outside the DiT."""
+    return tuple(x if x is None or x.is_fully_addressable else x.addressable_data(0) for x in outputs)
 
 
 def _slice_modality(modality: Modality | None, part: slice) -> Modality | None:

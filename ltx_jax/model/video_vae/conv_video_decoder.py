@@ -1,0 +1,279 @@
+"""Convolutional video VAE decoder: (B, 128, 1 + k, H', W') latents -> (B, 3, 1 + 8k, 32 H', 32 W') pixels.
+
+Source: upstream ltx-core `ltx_core/model/video_vae/conv_video_decoder.py` (`ConvVideoDecoder`);
+ltx-core 1.0.0 has the same module as `video_vae.py::VideoDecoder`. Tiled decoding follows the
+same file's `tiled_decode`: tiles are decoded one by one, blended with their masks, and yielded
+as temporal chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from ltx_jax.model.timestep_embedding import PixArtAlphaCombinedTimestepSizeEmbeddings
+from ltx_jax.model.video_vae.convolution import CausalConv3d
+from ltx_jax.model.video_vae.enums import NormLayerType, PaddingModeType
+from ltx_jax.model.video_vae.normalization import make_norm
+from ltx_jax.model.video_vae.ops import PerChannelStatistics, unpatchify
+from ltx_jax.model.video_vae.resnet import ResnetBlock3D, UNetMidBlock3D, check_no_noise_injection
+from ltx_jax.model.video_vae.sampling import DepthToSpaceUpsample
+from ltx_jax.model.video_vae.tiling import Tile, TileSizeConfig
+from ltx_jax.model.video_vae.video_vae import NORM_NUM_GROUPS, Blocks, SpatioTemporalScaleFactors, block_config
+
+_UPSAMPLE_STRIDES = {"compress_time": (2, 1, 1), "compress_space": (1, 2, 2), "compress_all": (2, 2, 2)}
+
+
+def decoder_bottleneck_channels(base_channels: int, decoder_blocks: Blocks) -> int:
+    """`base_channels` times the channel multipliers of the upsampling blocks (upstream rule; 1.0.0
+    hard-codes `8 * base_channels`, which agrees for every LTX-2 / 2.3 config)."""
+    multiplier = 1
+    for name, params in decoder_blocks:
+        if name in _UPSAMPLE_STRIDES:
+            multiplier *= block_config(params).get("multiplier", 1)
+        elif name == "res_x_y":
+            multiplier *= block_config(params).get("multiplier", 2)
+    return base_channels * multiplier
+
+
+def _make_decoder_block(
+    name: str, config: dict[str, Any], channels: int, norm_layer: NormLayerType, tc: bool, common: dict[str, Any]
+) -> tuple[nnx.Module, int]:
+    """One `decoder_blocks` entry -> (module, output channels), as ltx-core's `_make_decoder_block`."""
+    if name == "res_x":
+        check_no_noise_injection(config.get("inject_noise", False))
+        block = UNetMidBlock3D(
+            channels,
+            num_layers=config["num_layers"],
+            resnet_groups=NORM_NUM_GROUPS,
+            norm_layer=norm_layer,
+            timestep_conditioning=tc,
+            **common,
+        )
+        return block, channels
+    if name == "res_x_y":
+        check_no_noise_injection(config.get("inject_noise", False))
+        out = channels // config.get("multiplier", 2)
+        return ResnetBlock3D(channels, out, groups=NORM_NUM_GROUPS, norm_layer=norm_layer, **common), out
+    if name in _UPSAMPLE_STRIDES:
+        reduction = config.get("multiplier", 1)
+        residual = config.get("residual", False) if name == "compress_all" else False
+        block = DepthToSpaceUpsample(
+            channels, _UPSAMPLE_STRIDES[name], residual=residual, out_channels_reduction_factor=reduction, **common
+        )
+        return block, channels // reduction
+    raise ValueError(
+        f"decoder block {name!r} is not supported; valid: res_x, res_x_y, compress_time, compress_space, "
+        "compress_all ('attn_res_x' fails in ltx-core too; upstream's 'attn' serves only the 16x16x4 VAE)."
+    )
+
+
+class VideoDecoder(nnx.Module):
+    """ltx-core's conv decoder (`ConvVideoDecoder` upstream, `VideoDecoder` in 1.0.0), same parameter paths.
+
+    `conv_in`, `up_blocks` (the config's `decoder_blocks` reversed), norm (+ timestep AdaLN), SiLU,
+    `conv_out`, unpatchify. With `timestep_conditioning` the latent is first mixed with Gaussian
+    noise (`decode_noise_scale`) and every `res_x` block and the output norm are modulated by the
+    timestep (default `decode_timestep`) times `timestep_scale_multiplier`.
+    """
+
+    def __init__(
+        self,
+        *,
+        in_channels: int = 128,
+        out_channels: int = 3,
+        decoder_blocks: Blocks = (),
+        patch_size: int = 4,
+        norm_layer: NormLayerType = NormLayerType.PIXEL_NORM,
+        causal: bool = False,
+        timestep_conditioning: bool = False,
+        decoder_spatial_padding_mode: PaddingModeType = PaddingModeType.REFLECT,
+        base_channels: int = 128,
+        rngs: nnx.Rngs,
+        param_dtype: jnp.dtype = jnp.float32,
+    ) -> None:
+        blocks = list(decoder_blocks)
+        self.video_downscale_factors = SpatioTemporalScaleFactors.from_blocks(blocks, patch_size)
+        self.patch_size, self.causal, self.timestep_conditioning = patch_size, causal, timestep_conditioning
+        self.latent_channels, self.param_dtype = in_channels, param_dtype
+        self.decode_noise_scale, self.decode_timestep = 0.025, 0.05  # ltx-core's constants
+        self.per_channel_statistics = PerChannelStatistics(in_channels, param_dtype=param_dtype)
+        common = {"spatial_padding_mode": decoder_spatial_padding_mode, "rngs": rngs, "param_dtype": param_dtype}
+        channels = decoder_bottleneck_channels(base_channels, blocks)
+        self.conv_in = CausalConv3d(in_channels, channels, 3, **common)
+        up_blocks = []
+        for name, params in reversed(blocks):
+            block, channels = _make_decoder_block(
+                name, block_config(params), channels, norm_layer, timestep_conditioning, common
+            )
+            up_blocks.append(block)
+        self.up_blocks = nnx.List(up_blocks)
+        self.conv_norm_out = make_norm(norm_layer, channels, groups=NORM_NUM_GROUPS, eps=1e-6, param_dtype=param_dtype)
+        self.conv_out = CausalConv3d(channels, out_channels * patch_size**2, 3, **common)
+        if timestep_conditioning:
+            self.timestep_scale_multiplier = nnx.Param(jnp.asarray(1000.0, param_dtype))
+            self.last_time_embedder = PixArtAlphaCombinedTimestepSizeEmbeddings(
+                channels * 2, rngs=rngs, param_dtype=param_dtype
+            )
+            self.last_scale_shift_table = nnx.Param(jnp.zeros((2, channels), param_dtype))
+
+    def _check_noise_args(self, key: jax.Array | None, noise: jax.Array | None) -> None:
+        if self.timestep_conditioning and (key is None) == (noise is None):
+            raise ValueError(
+                "This decoder is timestep-conditioned and mixes Gaussian noise into the latent: pass exactly one "
+                "of key=jax.random.key(seed) or noise= (a standard-normal array shaped like the latent)."
+            )
+
+    def _noised(self, x: jax.Array, key: jax.Array | None, noise: jax.Array | None) -> jax.Array:
+        self._check_noise_args(key, noise)
+        if noise is None:
+            noise = jax.random.normal(key, x.shape, x.dtype)
+        elif noise.shape != x.shape:
+            raise ValueError(f"noise has shape {noise.shape}; it must match the latent's {x.shape}.")
+        return noise.astype(x.dtype) * self.decode_noise_scale + (1.0 - self.decode_noise_scale) * x
+
+    def __call__(
+        self,
+        sample: jax.Array,
+        timestep: jax.Array | float | None = None,
+        *,
+        key: jax.Array | None = None,
+        noise: jax.Array | None = None,
+    ) -> jax.Array:
+        """(B, C_latent, F', H', W') normalized latent -> (B, 3, 1 + t (F' - 1), s H', s W') video in ~[-1, 1].
+
+        Args:
+            sample: the latent, as the DiT produces it (normalized by the per-channel statistics).
+            timestep: (B,) or scalar decode timestep; `decode_timestep` (0.05) when None.
+                Only used with timestep conditioning.
+            key: PRNG key for the decode noise (timestep-conditioned decoders need `key` or `noise`).
+            noise: the standard-normal decode noise itself, shaped like `sample`, instead of `key`.
+        Returns:
+            The decoded video in `sample`'s dtype.
+        """
+        if sample.ndim != 5 or sample.shape[1] != self.latent_channels:
+            raise ValueError(
+                f"sample must be (B, {self.latent_channels}, F', H', W') latents, got shape {sample.shape}."
+            )
+        batch, out_dtype = sample.shape[0], sample.dtype
+        x = sample.astype(self.param_dtype)
+        scaled_timestep = None
+        if self.timestep_conditioning:
+            x = self._noised(x, key, noise)
+            timestep = self.decode_timestep if timestep is None else timestep
+            timestep = jnp.broadcast_to(jnp.asarray(timestep, x.dtype).reshape(-1), (batch,))
+            scaled_timestep = timestep * self.timestep_scale_multiplier[...].astype(x.dtype)
+        x = self.conv_in(self.per_channel_statistics.un_normalize(x), causal=self.causal)
+        for block in self.up_blocks:
+            if isinstance(block, UNetMidBlock3D):
+                x = block(x, causal=self.causal, timestep=scaled_timestep)
+            else:
+                x = block(x, causal=self.causal)
+        x = self.conv_norm_out(x)
+        if self.timestep_conditioning:
+            embedded = self.last_time_embedder(scaled_timestep, hidden_dtype=x.dtype).reshape(batch, 2, -1)
+            ada = self.last_scale_shift_table[...].astype(x.dtype)[None] + embedded
+            x = x * (1 + ada[:, 1, :, None, None, None]) + ada[:, 0, :, None, None, None]
+        x = self.conv_out(jax.nn.silu(x), causal=self.causal)
+        return unpatchify(x, self.patch_size, 1).astype(out_dtype)
+
+    def tiled_decode(
+        self,
+        latent: jax.Array,
+        tiling_config: TileSizeConfig,
+        timestep: jax.Array | float | None = None,
+        *,
+        key: jax.Array | None = None,
+        noise: jax.Array | None = None,
+    ) -> Iterator[jax.Array]:
+        """Decodes `latent` tile by tile; yields (B, 3, T_i, H, W) temporal chunks whose concatenation
+        along time is the video (same shape as `self(latent)`).
+
+        The decode noise is drawn once for the whole latent (from `key`, or given as `noise`) and
+        sliced per tile, so overlapping tiles see the same noise.
+        """
+        if not isinstance(tiling_config, TileSizeConfig):
+            raise TypeError(f"tiling_config must be a TileSizeConfig, got {type(tiling_config).__name__}.")
+        self._check_noise_args(key, noise)
+        if self.timestep_conditioning and noise is None:
+            noise = jax.random.normal(key, latent.shape, self.param_dtype)
+        tiles = tiling_config.tiles(tuple(latent.shape[2:]), self.video_downscale_factors)
+        return _blend_temporal_groups(self, latent, tiles, timestep, noise)
+
+
+@nnx.jit
+def _decode_tile(
+    decoder: VideoDecoder, latent: jax.Array, timestep: jax.Array | float | None, noise: jax.Array | None
+) -> jax.Array:
+    return decoder(latent, timestep, noise=noise)
+
+
+def _accumulate_group(
+    decoder: VideoDecoder,
+    latent: jax.Array,
+    group: list[Tile],
+    timestep: jax.Array | float | None,
+    noise: jax.Array | None,
+) -> tuple[jax.Array, jax.Array]:
+    """Decodes one temporal group's tiles into a (B, C, T_group, H, W) float32 sum of masked tiles and its weights."""
+    t0 = group[0].out_coords[0]
+    b, scale = latent.shape[0], decoder.video_downscale_factors
+    shape = (b, 1, t0.stop - t0.start, latent.shape[3] * scale.height, latent.shape[4] * scale.width)
+    values, weights = None, jnp.zeros(shape, jnp.float32)
+    for tile in group:
+        index = (slice(None), slice(None), *tile.in_coords)
+        tile_noise = None if noise is None else noise[index]
+        decoded = _decode_tile(decoder, latent[index], timestep, tile_noise).astype(jnp.float32)
+        mask_t, mask_h, mask_w = tile.masks_1d
+        mask = jnp.asarray(mask_t[:, None, None] * mask_h[None, :, None] * mask_w[None, None, :])
+        if values is None:
+            values = jnp.zeros(shape[:1] + decoded.shape[1:2] + shape[2:], jnp.float32)
+        out = (slice(None), slice(None), slice(0, decoded.shape[2]), *tile.out_coords[1:])
+        values = values.at[out].add(decoded * mask)
+        weights = weights.at[out].add(jnp.broadcast_to(mask, (1, 1, *mask.shape)))
+    return values, weights
+
+
+def _blend_temporal_groups(
+    decoder: VideoDecoder,
+    latent: jax.Array,
+    tiles: list[Tile],
+    timestep: jax.Array | float | None,
+    noise: jax.Array | None,
+) -> Iterator[jax.Array]:
+    """ltx-core's temporal streaming: a group's overlap with the next one is held back until both are summed."""
+    groups: dict[tuple[int, int], list[Tile]] = {}
+    for tile in tiles:
+        groups.setdefault((tile.out_coords[0].start, tile.out_coords[0].stop), []).append(tile)
+    previous, previous_weights, previous_span = None, None, None
+    for span, group in groups.items():
+        values, weights = _accumulate_group(decoder, latent, group, timestep, noise)
+        if previous is not None:
+            overlap = max(0, previous_span[1] - span[0])
+            if overlap:
+                offset = span[0] - previous_span[0]
+                values = values.at[:, :, :overlap].add(previous[:, :, offset:])
+                weights = weights.at[:, :, :overlap].add(previous_weights[:, :, offset:])
+            done = span[0] - previous_span[0]
+            yield (previous[:, :, :done] / jnp.maximum(previous_weights[:, :, :done], 1e-8)).astype(latent.dtype)
+        previous, previous_weights, previous_span = values, weights, span
+    yield (previous / jnp.maximum(previous_weights, 1e-8)).astype(latent.dtype)
+
+
+def decode_video(
+    decoder: VideoDecoder,
+    latent: jax.Array,
+    tiling_config: TileSizeConfig | None = None,
+    *,
+    timestep: jax.Array | float | None = None,
+    key: jax.Array | None = None,
+    noise: jax.Array | None = None,
+) -> jax.Array:
+    """The whole (B, 3, F, H, W) video in ~[-1, 1]: one pass, or tile by tile with `tiling_config`."""
+    if tiling_config is None:
+        return decoder(latent, timestep, key=key, noise=noise)
+    return jnp.concatenate(list(decoder.tiled_decode(latent, tiling_config, timestep, key=key, noise=noise)), axis=2)

@@ -1,0 +1,304 @@
+"""The models a generation uses, built from a checkpoint or as the embedded tiny default.
+
+Both paths go through the same configurators: the embedded default is a checkpoint `config` dict
+(`EMBEDDED_CONFIG`) with random weights, so `python scripts/generate.py` exercises the code a real
+checkpoint runs. Decoders run jitted on one device, after the DiT has finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh
+
+from ltx_jax.config import LTXConfig
+from ltx_jax.convert.checkpoint import load_checkpoint
+from ltx_jax.convert.dit_tensors import Lora
+from ltx_jax.convert.safetensors_file import SafetensorsFile, parse_metadata_json
+from ltx_jax.convert.state_dict import load_state_dict
+from ltx_jax.model import audio_vae, upsampler, video_vae
+from ltx_jax.model.model import LTXModel
+from ltx_jax.pipeline.images import load_image_conditioning
+from ltx_jax.pipeline.media_io import video_to_uint8
+from ltx_jax.pipeline.pipelines import Components
+from ltx_jax.pipeline.stages import LatentGeometry, PromptEmbeddings
+
+_TINY_DIT = LTXConfig.tiny(
+    num_layers=2,
+    num_attention_heads=8,
+    attention_head_dim=8,
+    audio_num_attention_heads=8,
+    audio_attention_head_dim=4,
+    audio_in_channels=32,  # 2 audio latent channels x 16 latent mel bins
+    audio_out_channels=32,
+)
+EMBEDDED_CONFIG: dict[str, Any] = {
+    **_TINY_DIT.to_metadata(),
+    "vae": {  # LTX-2.3's decoder recipe, 4 base channels: 32x32 spatial and 8x temporal compression
+        "latent_channels": 16,
+        "patch_size": 4,
+        "decoder_base_channels": 4,
+        "spatial_padding_mode": "zeros",
+        "timestep_conditioning": False,
+        "encoder_blocks": [
+            ["compress_space_res", {"multiplier": 2}],
+            ["compress_time_res", {"multiplier": 2}],
+            ["compress_all_res", {"multiplier": 2}],
+            ["compress_all", 1],
+        ],
+        "decoder_blocks": [
+            ["res_x", {"num_layers": 1}],
+            ["compress_space", {"multiplier": 2}],
+            ["compress_time", {"multiplier": 2}],
+            ["compress_all", {"multiplier": 1}],
+            ["compress_all", {"multiplier": 2}],
+            ["res_x", {"num_layers": 1}],
+        ],
+    },  # fmt: skip
+    "audio_vae": {
+        "model": {
+            "params": {
+                "ddconfig": {
+                    "ch": 32,
+                    "out_ch": 2,
+                    "ch_mult": [1, 1, 2],
+                    "num_res_blocks": 1,
+                    "attn_resolutions": [],
+                    "resolution": 16,
+                    "z_channels": 2,
+                    "norm_type": "pixel",
+                    "causality_axis": "height",
+                    "mel_bins": 64,
+                }  # fmt: skip
+            }
+        }
+    },
+    "vocoder": {  # HiFi-GAN: 8 * 6 * 5 = 240 samples per 10 ms mel frame -> 24 kHz
+        "resblock": "1",
+        "stereo": True,
+        "upsample_initial_channel": 16,
+        "upsample_rates": [8, 6, 5],
+        "upsample_kernel_sizes": [16, 12, 10],
+        "resblock_kernel_sizes": [3],
+        "resblock_dilation_sizes": [[1, 3, 5]],
+        "output_sampling_rate": 24000,
+    },  # fmt: skip
+}
+EMBEDDED_UPSAMPLER = {"in_channels": 16, "mid_channels": 32, "num_blocks_per_stage": 1}
+EMBEDDED_DEFAULTS = {"height": 128, "width": 192, "num_frames": 25, "num_inference_steps": 8, "stg_blocks": (1,)}
+CHECKPOINT_DEFAULTS = {"height": 512, "width": 768, "num_frames": 121}
+
+
+@dataclasses.dataclass
+class Assembly:
+    """Everything `generate_cli.run` needs besides the mesh."""
+
+    model: LTXModel
+    stage_2_model: LTXModel | None
+    components: Components
+    decode_video: Callable[[jax.Array], np.ndarray]  # latent -> (F, H, W, 3) uint8
+    decode_audio: Callable[[jax.Array], tuple[np.ndarray, int]]  # latent -> waveform (2, N), Hz
+    encode_prompt: Callable[[str], PromptEmbeddings] | None
+    defaults: dict[str, Any]
+    description: str
+
+
+class LazyTensor:
+    """A checkpoint tensor read only when converted to an array (selectors touch `.shape` only)."""
+
+    def __init__(self, file: SafetensorsFile, key: str) -> None:
+        self.file, self.key, self.shape = file, key, file.info(key).shape
+
+    def __array__(self, dtype: np.dtype | None = None, copy: bool | None = None) -> np.ndarray:
+        array = self.file.read(self.key)
+        return array if dtype is None else array.astype(dtype)
+
+
+def lazy_tensors(path: Path) -> tuple[dict[str, LazyTensor], dict[str, Any]]:
+    file = SafetensorsFile(path)
+    config = parse_metadata_json(file.metadata, "config") if "config" in file.metadata else {}
+    return {key: LazyTensor(file, key) for key in file.keys()}, config
+
+
+def build(args: argparse.Namespace, mesh: Mesh) -> Assembly:
+    if args.checkpoint_path is None:
+        return embedded(args, mesh)
+    return from_checkpoint(args, mesh)
+
+
+def jitted(module: nnx.Module, method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method(module, *args)` under `jax.jit` over the module's state (no per-call graph walk)."""
+    graphdef, state = nnx.split(module)
+    compiled = jax.jit(lambda state, *args: method(nnx.merge(graphdef, state), *args))
+    return lambda *args: compiled(state, *args)
+
+
+def decoder_modules(
+    config: dict[str, Any], tensors: dict[str, Any] | None, seed: int, dtype: jnp.dtype
+) -> tuple[nnx.Module, nnx.Module, nnx.Module]:
+    """Video decoder, audio decoder, vocoder: random weights when `tensors` is None, else loaded."""
+    builders = (  # each with its own Rngs: nnx.eval_shape may not advance one made outside it
+        lambda: video_vae.video_decoder_from_config(config, rngs=nnx.Rngs(seed), param_dtype=dtype),
+        lambda: audio_vae.audio_decoder_from_config(config, rngs=nnx.Rngs(seed + 1)),
+        lambda: audio_vae.vocoder_from_config(config, rngs=nnx.Rngs(seed + 2)),
+    )
+    if tensors is None:
+        return tuple(build() for build in builders)
+    # Abstract modules filled by the strict loader: no random init of real-size weights.
+    video_decoder, audio_decoder, vocoder = (nnx.eval_shape(build) for build in builders)
+    load_state_dict(video_decoder, video_vae.vae_decoder_state_dict(tensors), prefix="")
+    load_state_dict(audio_decoder, audio_vae.audio_decoder_state_dict(tensors), prefix="")
+    load_state_dict(vocoder, audio_vae.vocoder_state_dict(tensors), prefix="")
+    return video_decoder, audio_decoder, vocoder
+
+
+def decoder_callables(
+    video_decoder: nnx.Module, audio_decoder: nnx.Module, vocoder: nnx.Module, seed: int
+) -> tuple[Callable[[jax.Array], np.ndarray], Callable[[jax.Array], tuple[np.ndarray, int]]]:
+    """latent -> (F, H, W, 3) uint8 frames; audio latent -> ((2, samples) waveform, sample rate)."""
+    decode = jitted(video_decoder, lambda m, latent, key: m(latent, key=key))
+    audio = jitted(audio_decoder, lambda m, latent: m(latent))
+    voice = jitted(vocoder, lambda m, mel: m(mel))
+
+    def decode_video(latent: jax.Array) -> np.ndarray:
+        return video_to_uint8(np.asarray(decode(latent, jax.random.key(seed)), np.float32)[0])
+
+    def decode_audio(latent: jax.Array) -> tuple[np.ndarray, int]:
+        waveform = np.asarray(voice(audio(latent.astype(jnp.float32))), np.float32)[0]
+        return waveform, vocoder.output_sampling_rate
+
+    return decode_video, decode_audio
+
+
+def random_prompt_encoder(cfg: LTXConfig) -> Callable[[str], PromptEmbeddings]:
+    """Stand-in text encoder of the embedded default: contexts drawn from a hash of the text."""
+
+    def encode(text: str) -> PromptEmbeddings:
+        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+        rng = np.random.default_rng(seed)
+        return PromptEmbeddings(
+            rng.standard_normal((1, 16, cfg.cross_attention_dim)).astype(np.float32),
+            rng.standard_normal((1, 16, cfg.audio_cross_attention_dim)).astype(np.float32),
+        )
+
+    return encode
+
+
+def geometry(config: dict[str, Any]) -> LatentGeometry:
+    """Latent sizes from the checkpoint config: the VAE's channels; audio channels and mel bins whose
+    product is the DiT's audio width."""
+    audio = config["audio_vae"]["model"]["params"]["ddconfig"]
+    z_channels = audio.get("z_channels", 8)
+    return LatentGeometry(
+        config["vae"].get("latent_channels", 128),
+        z_channels,
+        config["transformer"].get("audio_in_channels", 128) // z_channels,
+    )
+
+
+def embedded(args: argparse.Namespace, mesh: Mesh) -> Assembly:
+    config = json.loads(json.dumps(EMBEDDED_CONFIG))
+    cfg = LTXConfig.from_metadata(config)
+    model = LTXModel(cfg, rngs=nnx.Rngs(args.seed))
+    video_decoder, audio_decoder, vocoder = decoder_modules(config, None, args.seed, jnp.float32)
+    decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, args.seed)
+    upsample = encode_image = None
+    if args.pipeline != "one-stage":  # built only when used: random init of each module takes seconds on CPU
+        up = upsampler.LatentUpsamplerConfigurator.from_config(EMBEDDED_UPSAMPLER, rngs=nnx.Rngs(args.seed + 4))
+        upsample = _upsample(up, video_decoder)
+    if args.image:
+        encoder = video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(args.seed + 3))
+        encode_image = _image_encoder(encoder, jnp.float32)
+    parts = Components(model, geometry(config), jnp.float32, upsample=upsample, encode_image=encode_image)
+    return Assembly(
+        model=model,
+        stage_2_model=None,
+        components=parts,
+        decode_video=decode_video,
+        decode_audio=decode_audio,
+        encode_prompt=random_prompt_encoder(cfg),
+        defaults=EMBEDDED_DEFAULTS,
+        description="embedded tiny model with RANDOM weights (pass --checkpoint-path for a real one)",
+    )
+
+
+def _image_encoder(encoder: nnx.Module, dtype: jnp.dtype) -> Callable[[Any, int, int], jax.Array]:
+    encode = jitted(encoder, lambda m, image: m(image))
+
+    def encode_image(path: Any, height: int, width: int) -> jax.Array:  # noqa: ANN401 - str or PathLike
+        return encode(jnp.asarray(load_image_conditioning(path, height, width), dtype))
+
+    return encode_image
+
+
+def from_checkpoint(args: argparse.Namespace, mesh: Mesh) -> Assembly:
+    tensors, config = (
+        lazy_tensors(args.checkpoint_path) if str(args.checkpoint_path).endswith(".safetensors") else ({}, {})
+    )
+    if not tensors:
+        raise ValueError(
+            f"--checkpoint-path {args.checkpoint_path} must be an official LTX-2 .safetensors file (it also holds "
+            "the VAEs and the vocoder the pipeline decodes with)."
+        )
+    dtype = jnp.dtype(args.dtype)
+    model, cfg = load_checkpoint(args.checkpoint_path, mesh=mesh, dtype=dtype)
+    stage_2 = None
+    if args.pipeline == "two-stage":
+        if not args.distilled_lora:
+            raise ValueError("--pipeline two-stage needs --distilled-lora PATH [STRENGTH] for its second stage.")
+        path, strength = args.distilled_lora[0], float(args.distilled_lora[1]) if len(args.distilled_lora) > 1 else 1.0
+        stage_2, _ = load_checkpoint(args.checkpoint_path, mesh=mesh, dtype=dtype, loras=[Lora(path, strength)])
+    video_decoder, audio_decoder, vocoder = decoder_modules(config, tensors, args.seed, dtype)
+    decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, args.seed)
+    encode_image = None
+    if args.image:
+        encoder = nnx.eval_shape(
+            lambda: video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype)
+        )
+        load_state_dict(encoder, video_vae.vae_encoder_state_dict(tensors), prefix="")
+        encode_image = _image_encoder(encoder, dtype)
+    parts = Components(
+        transformer=model,
+        geometry=geometry(config),
+        dtype=dtype,
+        upsample=_checkpoint_upsampler(args, video_decoder, dtype),
+        encode_image=encode_image,
+    )
+    version = str(config.get("model_version", config.get("transformer", {}).get("model_version", "")))
+    is_2_3 = version.startswith("2.3") or cfg.apply_gated_attention
+    defaults = {
+        **CHECKPOINT_DEFAULTS,
+        "num_inference_steps": 30 if is_2_3 else 40,
+        "stg_blocks": (28,) if is_2_3 else (29,),
+    }
+    return Assembly(model, stage_2, parts, decode_video, decode_audio, None, defaults, str(args.checkpoint_path))
+
+
+def _checkpoint_upsampler(args: argparse.Namespace, video_decoder: nnx.Module, dtype: jnp.dtype) -> Callable | None:
+    if args.spatial_upsampler_path is None:
+        if args.pipeline != "one-stage":
+            raise ValueError(f"--pipeline {args.pipeline} needs --spatial-upsampler-path (the 2x latent upsampler).")
+        return None
+    tensors, config = lazy_tensors(args.spatial_upsampler_path)
+    model = nnx.eval_shape(
+        lambda: upsampler.LatentUpsamplerConfigurator.from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype)
+    )
+    load_state_dict(model, tensors, prefix="")
+    return _upsample(model, video_decoder)
+
+
+def _upsample(model: nnx.Module, video_decoder: nnx.Module) -> Callable[[jax.Array], jax.Array]:
+    """The upsampler between the VAE's per-channel statistics (un-normalize, upsample, normalize)."""
+    statistics = video_decoder.per_channel_statistics
+    mean, std = (getattr(statistics, name)[...] for name in ("mean-of-means", "std-of-means"))
+    return jitted(model, lambda m, latent: upsampler.upsample_video(latent, m, mean, std))

@@ -1,0 +1,184 @@
+"""What `scripts/generate.py` runs: build the components, encode or load the prompt, generate,
+decode, write the mp4 (process 0 only), and report.
+
+Kept apart from the script so that the script can configure JAX's devices before anything imports
+JAX, and so that tests can run a generation in-process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from ltx_jax.parallel import SequenceParallel, make_mesh
+from ltx_jax.pipeline import components as component_builders
+from ltx_jax.pipeline.guiders import MultiModalGuiderParams
+from ltx_jax.pipeline.media_io import write_mp4
+from ltx_jax.pipeline.pipelines import ImageCondition, Request, generate, validate
+from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
+
+
+class TimedForward:
+    """Wraps the DiT: waits for each forward and records its wall time, per token count."""
+
+    def __init__(self, forward: Any) -> None:  # noqa: ANN401 - any DiT callable
+        self.forward, self.seconds = forward, {}
+
+    def __call__(self, video: Any, audio: Any, perturbations: Any = None) -> tuple:  # noqa: ANN401
+        start = time.perf_counter()
+        out = jax.block_until_ready(self.forward(video, audio, perturbations))
+        tokens = None if video is None else video.latent.shape[1]
+        self.seconds.setdefault(tokens, []).append(time.perf_counter() - start)
+        return out
+
+
+def check_same_arguments(args: argparse.Namespace) -> None:
+    """In a multi-process run every process must be given the same generation arguments."""
+    if jax.process_count() == 1:
+        return
+    from jax.experimental import multihost_utils  # noqa: PLC0415
+
+    relevant = {k: str(v) for k, v in sorted(vars(args).items()) if k not in ("process_id",)}
+    digest = np.frombuffer(hashlib.sha256(json.dumps(relevant).encode()).digest()[:8], np.int64)
+    multihost_utils.assert_equal(
+        digest,
+        f"process {jax.process_index()} was given different arguments than process 0; start every process "
+        "with the same flags (only --process-id may differ).",
+    )
+
+
+def guidance_params(args: argparse.Namespace, modality: str, cross: str, stg_blocks: tuple[int, ...]) -> Any:  # noqa: ANN401
+    blocks = getattr(args, f"{modality}_stg_blocks")
+    return MultiModalGuiderParams(
+        cfg_scale=getattr(args, f"{modality}_cfg_guidance_scale"),
+        stg_scale=getattr(args, f"{modality}_stg_guidance_scale"),
+        stg_blocks=stg_blocks if blocks is None else tuple(blocks),
+        rescale_scale=getattr(args, f"{modality}_rescale_scale"),
+        modality_scale=getattr(args, f"{cross}_guidance_scale"),
+        skip_step=getattr(args, f"{modality}_skip_step"),
+    )
+
+
+def load_prompt_embeddings(path: Path) -> tuple[PromptEmbeddings, PromptEmbeddings | None]:
+    """An .npz with `video` and/or `audio` (B, S, D) and optionally `negative_video`/`negative_audio`."""
+    if not path.is_file():
+        raise FileNotFoundError(f"--prompt-embeddings {path} does not exist.")
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    unknown = set(arrays) - {"video", "audio", "negative_video", "negative_audio"}
+    if unknown or not ({"video", "audio"} & set(arrays)):
+        raise ValueError(
+            f"--prompt-embeddings {path} holds {sorted(arrays)}; expected 'video' and/or 'audio' (B, S, D) "
+            "arrays, optionally 'negative_video' and 'negative_audio'."
+        )
+    prompt = PromptEmbeddings(arrays.get("video"), arrays.get("audio"))
+    has_negative = "negative_video" in arrays or "negative_audio" in arrays
+    negative = PromptEmbeddings(arrays.get("negative_video"), arrays.get("negative_audio")) if has_negative else None
+    return prompt, negative
+
+
+def build_request(args: argparse.Namespace, assembly: Any) -> Request:  # noqa: ANN401
+    defaults = assembly.defaults
+    if args.prompt_embeddings is not None:
+        prompt, negative = load_prompt_embeddings(args.prompt_embeddings)
+    elif assembly.encode_prompt is not None:
+        prompt, negative = assembly.encode_prompt(args.prompt), assembly.encode_prompt(args.negative_prompt)
+    else:
+        raise ValueError(
+            "This checkpoint has no JAX text encoder yet: pass --prompt-embeddings FILE.npz with the prompt's "
+            "video/audio contexts (and negative_video/negative_audio for guidance)."
+        )
+    video = guidance_params(args, "video", "a2v", defaults["stg_blocks"])
+    audio = guidance_params(args, "audio", "v2a", defaults["stg_blocks"])
+    guided = video.do_unconditional_generation() or audio.do_unconditional_generation()
+    if guided and negative is None:
+        raise ValueError(
+            "CFG needs the negative prompt's embeddings: add negative_video/negative_audio to --prompt-embeddings, "
+            "or pass --video-cfg-guidance-scale 1 --audio-cfg-guidance-scale 1."
+        )
+    images = tuple(ImageCondition(path, int(frame), float(strength)) for path, frame, strength in args.image)
+    return Request(
+        prompt=prompt,
+        height=args.height or defaults["height"],
+        width=args.width or defaults["width"],
+        num_frames=args.num_frames or defaults["num_frames"],
+        frame_rate=args.frame_rate,
+        seed=args.seed,
+        num_inference_steps=args.num_inference_steps or defaults["num_inference_steps"],
+        guidance=Guidance(video, audio, negative),
+        images=images,
+        max_batch_size=args.max_batch_size,
+    )
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Generates per `args` (see scripts/generate.py); returns the summary."""
+    check_same_arguments(args)
+    mesh = make_mesh(args.mesh)
+    assembly = component_builders.build(args, mesh)
+    request = build_request(args, assembly)
+    validate(request, args.pipeline)
+    timed = TimedForward(SequenceParallel(assembly.model, mesh, backend=args.backend))
+    stage_2 = None
+    if assembly.stage_2_model is not None:
+        stage_2 = TimedForward(SequenceParallel(assembly.stage_2_model, mesh, backend=args.backend))
+    parts = dataclasses.replace(assembly.components, transformer=timed, stage_2_transformer=stage_2)
+    start = time.perf_counter()
+    video_latent, audio_latent = generate(parts, request, args.pipeline)
+    denoise_s = time.perf_counter() - start
+    frames = assembly.decode_video(video_latent)
+    waveform, sample_rate = assembly.decode_audio(audio_latent) if audio_latent is not None else (None, 0)
+    if jax.process_index() == 0:
+        args.output_path.parent.mkdir(parents=True, exist_ok=True)
+        write_mp4(args.output_path, frames, request.frame_rate, waveform, sample_rate)
+        if args.save_latents is not None:
+            latents = {"video": video_latent, "audio": audio_latent}
+            np.savez(args.save_latents, **{k: np.asarray(v, np.float32) for k, v in latents.items() if v is not None})
+    return summary(args, assembly, request, [timed, stage_2], frames, waveform, sample_rate, denoise_s)
+
+
+def summary(
+    args: argparse.Namespace,
+    assembly: Any,  # noqa: ANN401
+    request: Request,
+    forwards: list[TimedForward | None],
+    frames: np.ndarray,
+    waveform: np.ndarray | None,
+    sample_rate: int,
+    denoise_s: float,
+) -> dict[str, Any]:
+    per_shape = {}
+    for forward in filter(None, forwards):
+        for tokens, seconds in forward.seconds.items():
+            warm = seconds[1:] or seconds  # the first call of a shape compiles
+            per_shape[tokens] = {"forwards": len(seconds), "median_s": float(np.median(warm))}
+    return {
+        "weights": assembly.description,
+        "pipeline": args.pipeline,
+        "mesh": f"{args.mesh} x {jax.devices()[0].device_kind} ({args.backend})",
+        "video": f"{frames.shape[2]}x{frames.shape[1]}, {frames.shape[0]} frames at {request.frame_rate:g} fps",
+        "audio": "none" if waveform is None else f"{waveform.shape[-1] / sample_rate:.2f} s at {sample_rate} Hz",
+        "steps": request.num_inference_steps,
+        "forwards": per_shape,
+        "denoise_s": denoise_s,
+        "output": str(args.output_path) if jax.process_index() == 0 else "(written by process 0)",
+    }
+
+
+def format_summary(info: dict[str, Any]) -> str:
+    lines = [f"{key:>10}: {value}" for key, value in info.items() if key not in ("forwards", "total_s", "denoise_s")]
+    for tokens, stats in info["forwards"].items():
+        label = "audio only" if tokens is None else f"{tokens} video tokens"
+        lines.append(
+            f"{'DiT':>10}: {label}: {stats['forwards']} forwards, {stats['median_s'] * 1e3:.1f} ms each (median)"
+        )
+    lines.append(f"{'time':>10}: denoising {info['denoise_s']:.1f} s, total {info.get('total_s', 0.0):.1f} s")
+    return "\n".join(lines)

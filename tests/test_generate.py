@@ -1,0 +1,163 @@
+"""scripts/generate.py end to end on the embedded default (8 simulated CPU devices): a playable mp4
+with audio, every flow, image conditioning, and the same latents on one device and on the mesh."""
+
+import dataclasses
+import json
+import pathlib
+import subprocess
+import sys
+
+import av
+import jax
+import numpy as np
+import pytest
+import safetensors.numpy
+from flax import nnx
+from PIL import Image
+
+import ltx_jax
+from ltx_jax.convert.state_dict import expected_keys
+from ltx_jax.parallel import SequenceParallel, make_mesh
+from ltx_jax.pipeline import components, generate_cli, pipelines
+
+ROOT = pathlib.Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import generate  # noqa: E402 - scripts/generate.py: its parser, without running it
+
+SP_TOLERANCE = 1e-5  # DESIGN.md: SP equals the single-device model in float32
+
+
+def probe(path):
+    with av.open(str(path)) as container:
+        video, audio = container.streams.video[0], container.streams.audio[0]
+        frames = sum(1 for _ in container.decode(video=0))
+        return frames, (video.width, video.height), float(video.average_rate), audio.sample_rate, audio.channels
+
+
+def test_readme_command_writes_a_playable_mp4_with_audio(tmp_path):
+    """`python scripts/generate.py --mesh 8`, as the README runs it (in a fresh process, so that the script
+    sets up the simulated devices itself)."""
+    out = tmp_path / "out.mp4"
+    result = subprocess.run(
+        [sys.executable, "scripts/generate.py", "--mesh", "8", "--output-path", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "RANDOM weights" in result.stdout
+    assert "96 video tokens" in result.stdout
+    assert probe(out) == (25, (192, 128), 24.0, 24000, 2)
+
+
+@pytest.mark.parametrize("flow", ["two-stage", "distilled"])
+def test_two_stage_flows_run_on_the_mesh(tmp_path, flow):
+    out = tmp_path / f"{flow}.mp4"
+    args = generate.parse_args(
+        ["--mesh", "8", "--pipeline", flow, "--height", "128", "--width", "128", "--num-frames", "9",
+         "--num-inference-steps", "2", "--output-path", str(out)]
+    )  # fmt: skip
+    info = generate_cli.run(args)
+    assert probe(out)[:3] == (9, (128, 128), 24.0)
+    # stage 1 at half resolution (2 x 2 latents x 2 frames), stage 2 at full (4 x 4 x 2)
+    assert set(info["forwards"]) == {8, 32}
+
+
+def embedded(flow="one-stage", image=None):
+    argv = ["--mesh", "8", "--pipeline", flow, *(["--image", str(image), "0", "1.0"] if image else [])]
+    args = generate.parse_args(argv)
+    return args, components.build(args, make_mesh(8))
+
+
+def request(assembly, **changes):
+    prompt = assembly.encode_prompt("a fox")
+    base = pipelines.Request(prompt=prompt, height=128, width=192, num_frames=9, frame_rate=24.0, seed=1)
+    return dataclasses.replace(base, num_inference_steps=3, **changes)
+
+
+def test_single_device_and_mesh_give_the_same_latents():
+    _, assembly = embedded()
+    single = pipelines.generate(assembly.components, request(assembly), "one-stage")
+    on_mesh = dataclasses.replace(assembly.components, transformer=SequenceParallel(assembly.model, make_mesh(8)))
+    sharded = pipelines.generate(on_mesh, request(assembly), "one-stage")
+    for ours, reference in zip(sharded, single, strict=True):
+        error = float(np.abs(np.asarray(ours) - np.asarray(reference)).max() / np.abs(np.asarray(reference)).max())
+        assert error <= SP_TOLERANCE
+
+
+def test_image_at_frame_zero_is_kept_at_strength_one(tmp_path):
+    path = tmp_path / "image.png"
+    Image.fromarray((np.random.default_rng(0).random((100, 150, 3)) * 255).astype(np.uint8)).save(path)
+    _, assembly = embedded(image=path)
+    condition = pipelines.ImageCondition(path, frame_idx=0, strength=1.0)
+    video, _ = pipelines.generate(assembly.components, request(assembly, images=(condition,)), "one-stage")
+    encoded = assembly.components.encode_image(path, 128, 192)
+    assert encoded.shape == (1, 16, 1, 4, 6)
+    np.testing.assert_array_equal(np.asarray(video)[:, :, :1], np.asarray(encoded))
+    assert float(np.abs(np.asarray(video)[:, :, 1:]).max()) > 0.1  # the other frames were generated
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--mesh", "16"], "mesh"),
+        (["--mesh", "3"], "divisible by the mesh size"),
+        (["--num-frames", "24"], r"8k\+1"),
+        (["--height", "100"], "multiple of 32"),
+        (["--pipeline", "two-stage", "--height", "96"], "multiple of 64"),
+        (["--prompt-embeddings", "missing.npz"], "does not exist"),
+    ],
+)
+def test_bad_arguments_fail_before_generating(tmp_path, argv, message):
+    args = generate.parse_args([*argv, "--output-path", str(tmp_path / "x.mp4")])
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        generate_cli.run(args)
+    assert not (tmp_path / "x.mp4").exists()
+    assert jax.device_count() == 8
+
+
+def exported(module, prefix, statistics_prefix=None):
+    """A module's parameters under their checkpoint keys, in torch layout (as an official file stores them)."""
+    flat = dict(nnx.to_flat_state(nnx.state(module, nnx.Param)))
+    tensors = {}
+    for key, (path, transposed, _, _) in expected_keys(module).items():
+        value = np.asarray(flat[path].get_value())
+        stats = statistics_prefix is not None and key.startswith("per_channel_statistics.")
+        tensors[(statistics_prefix if stats else prefix) + key] = np.ascontiguousarray(value.T if transposed else value)
+    return tensors
+
+
+def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path):
+    """--checkpoint-path + --prompt-embeddings: the embedded default's weights written as an official
+    single-file checkpoint (DiT, video VAE, audio VAE, vocoder under their prefixes) generate the same
+    latents as the in-memory embedded run."""
+    seed, config = 10, json.loads(json.dumps(components.EMBEDDED_CONFIG))
+    model = ltx_jax.LTXModel(ltx_jax.LTXConfig.from_metadata(config), rngs=nnx.Rngs(seed))
+    video_decoder, audio_decoder, vocoder = components.decoder_modules(config, None, seed, np.float32)
+    tensors = {
+        **exported(model, "model.diffusion_model."),
+        **exported(video_decoder, "vae.decoder.", "vae."),
+        **exported(audio_decoder, "audio_vae.decoder.", "audio_vae."),
+        **exported(vocoder, "vocoder."),
+    }
+    checkpoint = tmp_path / "tiny.safetensors"
+    safetensors.numpy.save_file(tensors, checkpoint, metadata={"config": json.dumps(config)})
+    encode = components.random_prompt_encoder(model.cfg)
+    prompt, negative = encode(generate.parse_args([]).prompt), encode(generate.parse_args([]).negative_prompt)
+    embeddings = tmp_path / "prompt.npz"
+    np.savez(embeddings, video=prompt.video, audio=prompt.audio, negative_video=negative.video,
+             negative_audio=negative.audio)  # fmt: skip
+    common = ["--mesh", "8", "--num-inference-steps", "3", "--height", "64", "--width", "96", "--num-frames", "9"]
+    runs = {}
+    for name, extra in (
+        ("embedded", []),
+        ("checkpoint", ["--checkpoint-path", str(checkpoint), "--prompt-embeddings", str(embeddings), "--dtype",
+                        "float32", "--video-stg-blocks", "1", "--audio-stg-blocks", "1"]),
+    ):  # fmt: skip
+        latents = tmp_path / f"{name}.npz"
+        args = generate.parse_args([*common, *extra, "--output-path", str(tmp_path / f"{name}.mp4"), "--save-latents",
+                                    str(latents)])  # fmt: skip
+        generate_cli.run(args)
+        runs[name] = dict(np.load(latents))
+    for stream in ("video", "audio"):
+        reference = runs["embedded"][stream]
+        error = np.abs(runs["checkpoint"][stream] - reference).max() / np.abs(reference).max()
+        assert error <= SP_TOLERANCE, f"{stream}: {error:.2e}"
