@@ -9,9 +9,12 @@ Flags are named like ltx-pipelines'. Without a GPU the mesh is made of simulated
 """
 
 import argparse
+import os
+import socket
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 from device_setup import simulate_cpu_devices_if_needed
 
@@ -39,9 +42,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--max-batch-size", type=int, default=None, help="guidance passes per forward (default: all)")
     run.add_argument("--output-path", type=Path, default=Path("output.mp4"), help="mp4 to write (default output.mp4)")
     run.add_argument("--save-latents", type=Path, help="also write the final video/audio latents to this .npz")
-    run.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16", help="weights dtype with --checkpoint-path (the embedded default is float32)")
+    run.add_argument(
+        "--dtype",
+        choices=["bfloat16", "float32"],
+        default="bfloat16",
+        help="weights dtype with --checkpoint-path (the embedded default is float32)",
+    )
+    cluster = parser.add_argument_group("several processes (jax.distributed; auto-detected under SLURM / Open MPI)")
+    cluster.add_argument("--coordinator-address", help="HOST:PORT of process 0's coordinator")
+    cluster.add_argument("--num-processes", type=int, help="processes in the job")
+    cluster.add_argument("--process-id", type=int, help="this process's index, 0..num-processes-1")
+    cluster.add_argument("--distributed-timeout", type=int, default=120, help="seconds to wait for peers (120)")
     models = parser.add_argument_group("models (none given: the embedded tiny random-weight default)")
     models.add_argument("--checkpoint-path", type=Path, help="LTX-2 .safetensors (or a converted Orbax directory)")
+    models.add_argument("--gemma-root", type=Path, help="Gemma 3 directory (weights + tokenizer) to encode --prompt")
+    models.add_argument(
+        "--prompt-cache-dir", type=Path, help="cache prompt embeddings here (keyed by prompt + weights)"
+    )
     models.add_argument("--prompt-embeddings", type=Path, help=".npz with video/audio[/negative_video/negative_audio]")
     models.add_argument("--spatial-upsampler-path", type=Path, help="2x latent upsampler .safetensors")
     models.add_argument("--distilled-lora", nargs="+", metavar=("PATH", "STRENGTH"), help="stage-2 LoRA [strength]")
@@ -63,12 +80,69 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def cluster_size(args: argparse.Namespace) -> int:
+    """Processes in this job: the flags, else SLURM's or Open MPI's environment, else 1."""
+    if args.num_processes is not None:
+        return args.num_processes
+    for variable in ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"):
+        if os.environ.get(variable, "1").isdigit() and int(os.environ.get(variable, "1")) > 1:
+            return int(os.environ[variable])
+    return 1
+
+
+def wait_for_coordinator(address: str, timeout_s: float) -> None:
+    """Polls the coordinator's TCP port until it accepts a connection or `timeout_s` passes."""
+    host, _, port = address.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=1.0):
+                return
+        except OSError as error:
+            if time.monotonic() > deadline:
+                sys.exit(
+                    f"error: could not join the cluster at {address} within {timeout_s:g} s ({error}). Start process 0 "
+                    "(it hosts the coordinator) and give every process the same --coordinator-address."
+                )
+            time.sleep(0.25)
+
+
+def join_cluster(jax: ModuleType, args: argparse.Namespace, cpu: bool) -> None:
+    """`jax.distributed.initialize` with the flags (None: JAX's own SLURM / Open MPI detection), bounded."""
+    if cpu:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    if args.coordinator_address and args.process_id:
+        # JAX aborts the whole process (no Python exception) when the coordinator never answers.
+        wait_for_coordinator(args.coordinator_address, args.distributed_timeout)
+    try:
+        jax.distributed.initialize(
+            args.coordinator_address,
+            args.num_processes,
+            args.process_id,
+            initialization_timeout=args.distributed_timeout,
+        )
+    except Exception as error:  # noqa: BLE001 - JAX raises several types; all mean "no cluster"
+        where = args.coordinator_address or "the address JAX detected"
+        sys.exit(
+            f"error: could not join the cluster at {where} within {args.distributed_timeout} s ({error}). Start "
+            "every process with the same --coordinator-address and --num-processes and distinct --process-id."
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    simulate_cpu_devices_if_needed(args.mesh, args.cpu)  # before JAX initializes its backends
+    processes = cluster_size(args)
+    if args.mesh % processes:
+        sys.exit(
+            f"error: --mesh {args.mesh} must be a multiple of the {processes} processes (each brings its devices)."
+        )
+    cpu = simulate_cpu_devices_if_needed(args.mesh // processes, args.cpu)  # before JAX initializes its backends
     import jax  # noqa: PLC0415 - imported after the device setup
 
     from ltx_jax.pipeline import generate_cli  # noqa: PLC0415
+
+    if processes > 1 or args.coordinator_address:
+        join_cluster(jax, args, cpu)
 
     start = time.perf_counter()
     print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})")

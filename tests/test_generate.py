@@ -18,7 +18,7 @@ from PIL import Image
 import ltx_jax
 from ltx_jax.convert.state_dict import expected_keys
 from ltx_jax.parallel import SequenceParallel, make_mesh
-from ltx_jax.pipeline import components, generate_cli, pipelines
+from ltx_jax.pipeline import components, embedded, generate_cli, pipelines
 
 ROOT = pathlib.Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -61,7 +61,7 @@ def test_two_stage_flows_run_on_the_mesh(tmp_path, flow):
     assert set(info["forwards"]) == {8, 32}
 
 
-def embedded(flow="one-stage", image=None):
+def embedded_assembly(flow="one-stage", image=None):
     argv = ["--mesh", "8", "--pipeline", flow, *(["--image", str(image), "0", "1.0"] if image else [])]
     args = generate.parse_args(argv)
     return args, components.build(args, make_mesh(8))
@@ -74,7 +74,7 @@ def request(assembly, **changes):
 
 
 def test_single_device_and_mesh_give_the_same_latents():
-    _, assembly = embedded()
+    _, assembly = embedded_assembly()
     single = pipelines.generate(assembly.components, request(assembly), "one-stage")
     on_mesh = dataclasses.replace(assembly.components, transformer=SequenceParallel(assembly.model, make_mesh(8)))
     sharded = pipelines.generate(on_mesh, request(assembly), "one-stage")
@@ -86,7 +86,7 @@ def test_single_device_and_mesh_give_the_same_latents():
 def test_image_at_frame_zero_is_kept_at_strength_one(tmp_path):
     path = tmp_path / "image.png"
     Image.fromarray((np.random.default_rng(0).random((100, 150, 3)) * 255).astype(np.uint8)).save(path)
-    _, assembly = embedded(image=path)
+    _, assembly = embedded_assembly(image=path)
     condition = pipelines.ImageCondition(path, frame_idx=0, strength=1.0)
     video, _ = pipelines.generate(assembly.components, request(assembly, images=(condition,)), "one-stage")
     encoded = assembly.components.encode_image(path, 128, 192)
@@ -129,7 +129,7 @@ def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path):
     """--checkpoint-path + --prompt-embeddings: the embedded default's weights written as an official
     single-file checkpoint (DiT, video VAE, audio VAE, vocoder under their prefixes) generate the same
     latents as the in-memory embedded run."""
-    seed, config = 10, json.loads(json.dumps(components.EMBEDDED_CONFIG))
+    seed, config = 10, json.loads(json.dumps(embedded.EMBEDDED_CONFIG))
     model = ltx_jax.LTXModel(ltx_jax.LTXConfig.from_metadata(config), rngs=nnx.Rngs(seed))
     video_decoder, audio_decoder, vocoder = components.decoder_modules(config, None, seed, np.float32)
     tensors = {
@@ -140,7 +140,7 @@ def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path):
     }
     checkpoint = tmp_path / "tiny.safetensors"
     safetensors.numpy.save_file(tensors, checkpoint, metadata={"config": json.dumps(config)})
-    encode = components.random_prompt_encoder(model.cfg)
+    encode = embedded.embedded_prompt_encoder(config, seed)
     prompt, negative = encode(generate.parse_args([]).prompt), encode(generate.parse_args([]).negative_prompt)
     embeddings = tmp_path / "prompt.npz"
     np.savez(embeddings, video=prompt.video, audio=prompt.audio, negative_video=negative.video,

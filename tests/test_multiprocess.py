@@ -23,19 +23,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_two_processes(out_dir: str, model_type: str, tokens: int) -> None:
-    port = free_port()
+def run_processes(commands: list[list[str]], expect_success: bool = True) -> list[str]:
+    """Runs the commands concurrently (bounded time, all reaped on any failure); returns their output."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
-    command = [sys.executable, os.path.join(HERE, "multiprocess_worker.py"), str(port)]
+    env.pop("XLA_FLAGS", None)  # each process sets up its own devices
     procs = [
-        subprocess.Popen(
-            [*command, str(i), out_dir, model_type, str(tokens)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for i in range(2)
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for command in commands
     ]
     try:
         outputs = [p.communicate(timeout=TIMEOUT_S)[0] for p in procs]
@@ -44,7 +38,16 @@ def run_two_processes(out_dir: str, model_type: str, tokens: int) -> None:
             p.kill()
             p.wait()
     for i, (p, output) in enumerate(zip(procs, outputs, strict=True)):
-        assert p.returncode == 0, f"process {i} exited with {p.returncode}:\n{output[-3000:]}"
+        if expect_success:
+            assert p.returncode == 0, f"process {i} exited with {p.returncode}:\n{output[-3000:]}"
+        else:
+            assert p.returncode != 0, f"process {i} succeeded:\n{output[-3000:]}"
+    return outputs
+
+
+def run_two_processes(out_dir: str, model_type: str, tokens: int) -> None:
+    command = [sys.executable, os.path.join(HERE, "multiprocess_worker.py"), str(free_port())]
+    run_processes([[*command, str(i), out_dir, model_type, str(tokens)] for i in range(2)])
 
 
 @pytest.mark.parametrize(("model_type", "tokens"), [("av", 50), ("video", 121)])
@@ -57,3 +60,51 @@ def test_two_processes_equal_single_device(tmp_path, model_type, tokens):
         assert relative_error(result["video"], np.asarray(reference[0])) <= SP_TOLERANCE
         if audio is not None:
             assert relative_error(result["audio"], np.asarray(reference[1])) <= SP_TOLERANCE
+
+
+GENERATE = [sys.executable, os.path.join(HERE, os.pardir, "scripts", "generate.py")]
+SMALL = ["--mesh", "8", "--cpu", "--num-inference-steps", "3", "--num-frames", "9", "--height", "64", "--width", "96"]
+
+
+def cluster_flags(port: int, process: int) -> list[str]:
+    return ["--coordinator-address", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(process)]
+
+
+def test_generation_on_two_processes_equals_one_process(tmp_path):
+    """scripts/generate.py as 2 processes x 4 devices: process 0 writes the mp4, process 1 nothing, and the
+    latents equal a single-process single-device run with the same seed."""
+    port = free_port()
+    run_processes(
+        [
+            [*GENERATE, *SMALL, *cluster_flags(port, i), "--output-path", str(tmp_path / f"out{i}.mp4"),
+             "--save-latents", str(tmp_path / f"latents{i}.npz")]
+            for i in range(2)
+        ]
+    )  # fmt: skip
+    assert (tmp_path / "out0.mp4").exists()
+    assert (tmp_path / "latents0.npz").exists()
+    assert not (tmp_path / "out1.mp4").exists()
+    assert not (tmp_path / "latents1.npz").exists()
+    single = [*GENERATE, *SMALL[2:], "--mesh", "1", "--output-path", str(tmp_path / "single.mp4")]
+    run_processes([[*single, "--save-latents", str(tmp_path / "single.npz")]])
+    ours, reference = np.load(tmp_path / "latents0.npz"), np.load(tmp_path / "single.npz")
+    for stream in ("video", "audio"):
+        assert relative_error(ours[stream], reference[stream]) <= SP_TOLERANCE
+
+
+def test_processes_with_different_arguments_refuse_to_run(tmp_path):
+    port = free_port()
+    outputs = run_processes(
+        [[*GENERATE, *SMALL, *cluster_flags(port, i), "--seed", str(i), "--output-path", str(tmp_path / f"{i}.mp4")]
+         for i in range(2)],
+        expect_success=False,
+    )  # fmt: skip
+    assert all("different generation arguments" in output for output in outputs)
+    assert not list(tmp_path.iterdir())
+
+
+def test_unreachable_coordinator_fails_in_bounded_time(tmp_path):
+    port = free_port()
+    flags = [*cluster_flags(port, 1), "--distributed-timeout", "5", "--output-path", str(tmp_path / "x.mp4")]
+    (output,) = run_processes([[*GENERATE, *SMALL, *flags]], expect_success=False)
+    assert f"could not join the cluster at 127.0.0.1:{port} within 5 s" in output

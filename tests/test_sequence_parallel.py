@@ -221,7 +221,10 @@ def test_mesh_larger_than_devices():
     [
         ({"strategy": "ring"}, r"strategy must be one of \['ulysses'\], got 'ring'"),
         ({"backend": "nccl"}, r"backend must be one of \['all_to_all', 'ffi'\], got 'nccl'"),
-        ({"backend": "ffi"}, r"backend='ffi' needs the CUDA peer-to-peer all-to-all"),
+        (
+            {"backend": "ffi"},
+            r"backend='ffi' runs on CUDA GPUs; this mesh's devices are \['cpu'\]. Use backend='all_to_all'",
+        ),
     ],
 )
 def test_bad_arguments(model, kwargs, message):

@@ -9,6 +9,7 @@ from typing import Literal, get_args
 
 import jax
 from jax import lax
+from jax.sharding import Mesh
 
 ExchangeBackend = Literal["all_to_all", "ffi"]
 AllToAll = Callable[..., jax.Array]  # (x, *, axis_name, split_axis, concat_axis, tiled) -> x
@@ -18,15 +19,19 @@ def lax_all_to_all(x: jax.Array, *, axis_name: str, split_axis: int, concat_axis
     return lax.all_to_all(x, axis_name, split_axis, concat_axis, tiled=tiled)
 
 
-def exchange_backend(name: ExchangeBackend) -> AllToAll:
-    """The all-to-all named `name`. Raises with the reason if it cannot run here."""
+def exchange_backend(name: ExchangeBackend, mesh: Mesh | None = None) -> AllToAll:
+    """The all-to-all named `name` for `mesh`. Raises with the reason if it cannot run here.
+
+    "ffi" needs the mesh (its peer buffers live on the mesh's GPUs) and a built `ltx_jax.ffi` library.
+    """
     if name == "all_to_all":
         return lax_all_to_all
     if name == "ffi":
-        raise ValueError(
-            "backend='ffi' needs the CUDA peer-to-peer all-to-all of ltx_jax.ffi, which this build does not "
-            "include. Use backend='all_to_all'."
-        )
+        if mesh is None:
+            raise ValueError("backend='ffi' needs the mesh it exchanges over: exchange_backend('ffi', mesh).")
+        from ltx_jax.ffi import FfiAllToAll  # the CUDA backend is imported only when asked for
+
+        return FfiAllToAll(mesh)
     raise ValueError(f"backend must be one of {list(get_args(ExchangeBackend))}, got {name!r}.")
 
 

@@ -137,7 +137,7 @@ class SequenceParallel:
         self.mesh_size = mesh.shape[SP_AXIS]
         self.max_tokens = max_tokens
         _check_heads(model.cfg, self.mesh_size)
-        self._all_to_all = exchange_backend(backend)
+        self._all_to_all = exchange_backend(backend, mesh)
         self._replicated = NamedSharding(mesh, P())
         nnx.update(model, jax.tree.map(self._place_param, nnx.state(model)))
         # nnx.state walks the module graph in Python (~25 ms per 8 blocks): take it once. It holds
@@ -185,6 +185,12 @@ class SequenceParallel:
         """Inputs as arrays replicated on the mesh; host values are built per process, shard by shard."""
 
         def place(x: jax.Array | np.ndarray) -> jax.Array:
+            if isinstance(x, jax.Array) and x.is_fully_addressable and not self._replicated.is_fully_addressable:
+                # A process-local array on a multi-process mesh: each process copies its own value to
+                # its own devices (every process passes the same values), no transfer between hosts.
+                devices = sorted(self._replicated.addressable_devices, key=lambda d: d.id)
+                copies = [jax.device_put(x, d) for d in devices]
+                return jax.make_array_from_single_device_arrays(x.shape, self._replicated, copies)
             if isinstance(x, jax.Array):
                 return jax.device_put(x, self._replicated)
             host = np.asarray(x)

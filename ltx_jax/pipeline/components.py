@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,6 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from ltx_jax.config import LTXConfig
 from ltx_jax.convert.checkpoint import load_checkpoint
 from ltx_jax.convert.dit_tensors import Lora
 from ltx_jax.convert.safetensors_file import SafetensorsFile, parse_metadata_json
@@ -33,69 +30,6 @@ from ltx_jax.pipeline.media_io import video_to_uint8
 from ltx_jax.pipeline.pipelines import Components
 from ltx_jax.pipeline.stages import LatentGeometry, PromptEmbeddings
 
-_TINY_DIT = LTXConfig.tiny(
-    num_layers=2,
-    num_attention_heads=8,
-    attention_head_dim=8,
-    audio_num_attention_heads=8,
-    audio_attention_head_dim=4,
-    audio_in_channels=32,  # 2 audio latent channels x 16 latent mel bins
-    audio_out_channels=32,
-)
-EMBEDDED_CONFIG: dict[str, Any] = {
-    **_TINY_DIT.to_metadata(),
-    "vae": {  # LTX-2.3's decoder recipe, 4 base channels: 32x32 spatial and 8x temporal compression
-        "latent_channels": 16,
-        "patch_size": 4,
-        "decoder_base_channels": 4,
-        "spatial_padding_mode": "zeros",
-        "timestep_conditioning": False,
-        "encoder_blocks": [
-            ["compress_space_res", {"multiplier": 2}],
-            ["compress_time_res", {"multiplier": 2}],
-            ["compress_all_res", {"multiplier": 2}],
-            ["compress_all", 1],
-        ],
-        "decoder_blocks": [
-            ["res_x", {"num_layers": 1}],
-            ["compress_space", {"multiplier": 2}],
-            ["compress_time", {"multiplier": 2}],
-            ["compress_all", {"multiplier": 1}],
-            ["compress_all", {"multiplier": 2}],
-            ["res_x", {"num_layers": 1}],
-        ],
-    },  # fmt: skip
-    "audio_vae": {
-        "model": {
-            "params": {
-                "ddconfig": {
-                    "ch": 32,
-                    "out_ch": 2,
-                    "ch_mult": [1, 1, 2],
-                    "num_res_blocks": 1,
-                    "attn_resolutions": [],
-                    "resolution": 16,
-                    "z_channels": 2,
-                    "norm_type": "pixel",
-                    "causality_axis": "height",
-                    "mel_bins": 64,
-                }  # fmt: skip
-            }
-        }
-    },
-    "vocoder": {  # HiFi-GAN: 8 * 6 * 5 = 240 samples per 10 ms mel frame -> 24 kHz
-        "resblock": "1",
-        "stereo": True,
-        "upsample_initial_channel": 16,
-        "upsample_rates": [8, 6, 5],
-        "upsample_kernel_sizes": [16, 12, 10],
-        "resblock_kernel_sizes": [3],
-        "resblock_dilation_sizes": [[1, 3, 5]],
-        "output_sampling_rate": 24000,
-    },  # fmt: skip
-}
-EMBEDDED_UPSAMPLER = {"in_channels": 16, "mid_channels": 32, "num_blocks_per_stage": 1}
-EMBEDDED_DEFAULTS = {"height": 128, "width": 192, "num_frames": 25, "num_inference_steps": 8, "stg_blocks": (1,)}
 CHECKPOINT_DEFAULTS = {"height": 512, "width": 768, "num_frames": 121}
 
 
@@ -132,6 +66,8 @@ def lazy_tensors(path: Path) -> tuple[dict[str, LazyTensor], dict[str, Any]]:
 
 def build(args: argparse.Namespace, mesh: Mesh) -> Assembly:
     if args.checkpoint_path is None:
+        from ltx_jax.pipeline.embedded import embedded  # noqa: PLC0415 - embedded.py builds on this module
+
         return embedded(args, mesh)
     return from_checkpoint(args, mesh)
 
@@ -180,20 +116,6 @@ def decoder_callables(
     return decode_video, decode_audio
 
 
-def random_prompt_encoder(cfg: LTXConfig) -> Callable[[str], PromptEmbeddings]:
-    """Stand-in text encoder of the embedded default: contexts drawn from a hash of the text."""
-
-    def encode(text: str) -> PromptEmbeddings:
-        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
-        rng = np.random.default_rng(seed)
-        return PromptEmbeddings(
-            rng.standard_normal((1, 16, cfg.cross_attention_dim)).astype(np.float32),
-            rng.standard_normal((1, 16, cfg.audio_cross_attention_dim)).astype(np.float32),
-        )
-
-    return encode
-
-
 def geometry(config: dict[str, Any]) -> LatentGeometry:
     """Latent sizes from the checkpoint config: the VAE's channels; audio channels and mel bins whose
     product is the DiT's audio width."""
@@ -206,33 +128,7 @@ def geometry(config: dict[str, Any]) -> LatentGeometry:
     )
 
 
-def embedded(args: argparse.Namespace, mesh: Mesh) -> Assembly:
-    config = json.loads(json.dumps(EMBEDDED_CONFIG))
-    cfg = LTXConfig.from_metadata(config)
-    model = LTXModel(cfg, rngs=nnx.Rngs(args.seed))
-    video_decoder, audio_decoder, vocoder = decoder_modules(config, None, args.seed, jnp.float32)
-    decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, args.seed)
-    upsample = encode_image = None
-    if args.pipeline != "one-stage":  # built only when used: random init of each module takes seconds on CPU
-        up = upsampler.LatentUpsamplerConfigurator.from_config(EMBEDDED_UPSAMPLER, rngs=nnx.Rngs(args.seed + 4))
-        upsample = _upsample(up, video_decoder)
-    if args.image:
-        encoder = video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(args.seed + 3))
-        encode_image = _image_encoder(encoder, jnp.float32)
-    parts = Components(model, geometry(config), jnp.float32, upsample=upsample, encode_image=encode_image)
-    return Assembly(
-        model=model,
-        stage_2_model=None,
-        components=parts,
-        decode_video=decode_video,
-        decode_audio=decode_audio,
-        encode_prompt=random_prompt_encoder(cfg),
-        defaults=EMBEDDED_DEFAULTS,
-        description="embedded tiny model with RANDOM weights (pass --checkpoint-path for a real one)",
-    )
-
-
-def _image_encoder(encoder: nnx.Module, dtype: jnp.dtype) -> Callable[[Any, int, int], jax.Array]:
+def image_encoder(encoder: nnx.Module, dtype: jnp.dtype) -> Callable[[Any, int, int], jax.Array]:
     encode = jitted(encoder, lambda m, image: m(image))
 
     def encode_image(path: Any, height: int, width: int) -> jax.Array:  # noqa: ANN401 - str or PathLike
@@ -266,7 +162,7 @@ def from_checkpoint(args: argparse.Namespace, mesh: Mesh) -> Assembly:
             lambda: video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype)
         )
         load_state_dict(encoder, video_vae.vae_encoder_state_dict(tensors), prefix="")
-        encode_image = _image_encoder(encoder, dtype)
+        encode_image = image_encoder(encoder, dtype)
     parts = Components(
         transformer=model,
         geometry=geometry(config),
@@ -281,7 +177,32 @@ def from_checkpoint(args: argparse.Namespace, mesh: Mesh) -> Assembly:
         "num_inference_steps": 30 if is_2_3 else 40,
         "stg_blocks": (28,) if is_2_3 else (29,),
     }
-    return Assembly(model, stage_2, parts, decode_video, decode_audio, None, defaults, str(args.checkpoint_path))
+    encode_prompt = None if args.gemma_root is None else _gemma_prompt_encoder(args, config, tensors, mesh)
+    return Assembly(
+        model, stage_2, parts, decode_video, decode_audio, encode_prompt, defaults, str(args.checkpoint_path)
+    )
+
+
+def _gemma_prompt_encoder(
+    args: argparse.Namespace, config: dict[str, Any], tensors: dict[str, Any], mesh: Mesh
+) -> Callable[[str], PromptEmbeddings]:
+    """Gemma 3 from --gemma-root (weights split over the mesh) + the checkpoint's embeddings processor."""
+    from ltx_jax.text_encoders.gemma import build_prompt_encoder  # noqa: PLC0415 - only with --gemma-root
+
+    encoder = build_prompt_encoder(
+        args.gemma_root,
+        config,
+        tensors,
+        mesh=mesh if mesh.size > 1 else None,
+        cache_dir=args.prompt_cache_dir,
+        ltx_checkpoint_path=args.checkpoint_path,
+    )
+
+    def encode(text: str) -> PromptEmbeddings:
+        out = encoder.encode_prompt(text)
+        return PromptEmbeddings(out.video_encoding, out.audio_encoding)
+
+    return encode
 
 
 def _checkpoint_upsampler(args: argparse.Namespace, video_decoder: nnx.Module, dtype: jnp.dtype) -> Callable | None:
@@ -294,10 +215,10 @@ def _checkpoint_upsampler(args: argparse.Namespace, video_decoder: nnx.Module, d
         lambda: upsampler.LatentUpsamplerConfigurator.from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype)
     )
     load_state_dict(model, tensors, prefix="")
-    return _upsample(model, video_decoder)
+    return upsample_between_statistics(model, video_decoder)
 
 
-def _upsample(model: nnx.Module, video_decoder: nnx.Module) -> Callable[[jax.Array], jax.Array]:
+def upsample_between_statistics(model: nnx.Module, video_decoder: nnx.Module) -> Callable[[jax.Array], jax.Array]:
     """The upsampler between the VAE's per-channel statistics (un-normalize, upsample, normalize)."""
     statistics = video_decoder.per_channel_statistics
     mean, std = (getattr(statistics, name)[...] for name in ("mean-of-means", "std-of-means"))

@@ -46,13 +46,17 @@ def check_same_arguments(args: argparse.Namespace) -> None:
         return
     from jax.experimental import multihost_utils  # noqa: PLC0415
 
-    relevant = {k: str(v) for k, v in sorted(vars(args).items()) if k not in ("process_id",)}
-    digest = np.frombuffer(hashlib.sha256(json.dumps(relevant).encode()).digest()[:8], np.int64)
-    multihost_utils.assert_equal(
-        digest,
-        f"process {jax.process_index()} was given different arguments than process 0; start every process "
-        "with the same flags (only --process-id may differ).",
-    )
+    # Only process 0 writes, so the output paths may differ; everything that shapes the result may not.
+    local = ("process_id", "output_path", "save_latents")
+    relevant = {k: str(v) for k, v in sorted(vars(args).items()) if k not in local}
+    digest = np.frombuffer(hashlib.sha256(json.dumps(relevant).encode()).digest()[:8], np.int32)
+    try:
+        multihost_utils.assert_equal(digest)
+    except AssertionError:
+        raise ValueError(
+            f"process {jax.process_index()} was given different generation arguments than process 0: start "
+            "every process with the same flags (only --process-id and the output paths may differ)."
+        ) from None
 
 
 def guidance_params(args: argparse.Namespace, modality: str, cross: str, stg_blocks: tuple[int, ...]) -> Any:  # noqa: ANN401
@@ -93,8 +97,9 @@ def build_request(args: argparse.Namespace, assembly: Any) -> Request:  # noqa: 
         prompt, negative = assembly.encode_prompt(args.prompt), assembly.encode_prompt(args.negative_prompt)
     else:
         raise ValueError(
-            "This checkpoint has no JAX text encoder yet: pass --prompt-embeddings FILE.npz with the prompt's "
-            "video/audio contexts (and negative_video/negative_audio for guidance)."
+            "A checkpoint run needs the prompt encoded: pass --gemma-root GEMMA_DIR (Gemma 3 weights and "
+            "tokenizer), or --prompt-embeddings FILE.npz with the video/audio contexts (and "
+            "negative_video/negative_audio for guidance)."
         )
     video = guidance_params(args, "video", "a2v", defaults["stg_blocks"])
     audio = guidance_params(args, "audio", "v2a", defaults["stg_blocks"])

@@ -60,7 +60,9 @@ class LTXGemmaTokenizer:
         """From the first `tokenizer.json` below `gemma_root` and the `tokenizer_config.json` beside it."""
         path = next(iter(sorted(Path(gemma_root).rglob("tokenizer.json"))), None)
         if path is None:
-            raise FileNotFoundError(f"gemma_root {str(gemma_root)!r} holds no tokenizer.json; pass the Gemma directory.")
+            raise FileNotFoundError(
+                f"gemma_root {str(gemma_root)!r} holds no tokenizer.json; pass the Gemma directory."
+            )
         config_path = path.parent / "tokenizer_config.json"
         if not config_path.is_file():
             raise FileNotFoundError(f"{config_path} is missing; the tokenizer needs its special tokens.")

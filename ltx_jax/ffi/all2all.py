@@ -1,0 +1,258 @@
+"""`jax.lax.all_to_all` by CUDA peer-to-peer copies, as an XLA FFI custom call.
+
+Source: LTX-2's `ltx-kernels` all2all (`kern/csrc/all2all`), reworked for XLA: XLA owns the
+outputs, so senders write into persistent per-GPU receive slots (two, used alternately) and each
+rank copies its slot into the output; the slot parity and the arrival counters live in device
+memory, so no host state changes between calls. Protocol and hazards: `csrc/all2all.cu`, docs/ffi.md.
+
+One process drives all GPUs of the mesh (peer access between them). A barrier that waits longer
+than `timeout_s` records which rank waited for which peer; that exchange's output becomes NaN bytes
+and the next exchange on the communicator (or `check_errors()`) raises naming both.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import functools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh
+
+LIBRARY_ENV = "LTX_JAX_FFI_LIBRARY"  # path of a prebuilt libltx_all2all.so
+DEFAULT_TIMEOUT_S = 10.0
+MAX_RANKS = 8
+MIN_SLOT_BYTES = 1 << 20
+TARGET = "ltx_all_to_all"  # host-side failure check on every call
+GRAPH_TARGET = "ltx_all_to_all_graph"  # CUDA-graph capturable; failures show via check_errors()
+_MESSAGE_BYTES = 1024
+_communicators: list[Communicator] = []
+_registered_from: Path | None = None  # XLA keeps a target's first registration for the process
+
+
+class AllToAllError(RuntimeError):
+    """A peer-to-peer exchange failed (a barrier timed out or a rank operand was wrong)."""
+
+
+@functools.cache
+def load_library() -> ctypes.CDLL:
+    """Loads the CUDA library and registers its FFI targets with JAX (once).
+
+    Raises `RuntimeError` if it is not built (`python -m ltx_jax.ffi.build`).
+    """
+    from ltx_jax.ffi.build import BUILD_DIR, LIBRARY_NAME  # not at import: `python -m ltx_jax.ffi.build` runs it
+
+    path = Path(os.environ.get(LIBRARY_ENV, BUILD_DIR / LIBRARY_NAME)).resolve()
+    if _registered_from is not None and _registered_from != path:
+        raise RuntimeError(
+            f"The all-to-all FFI targets are already registered from {_registered_from}; XLA cannot register {path} "
+            "in the same process. Restart Python to load another build."
+        )
+    if not path.is_file():
+        raise RuntimeError(
+            f"ltx-jax's CUDA all-to-all library is not built ({path} does not exist). Build it with "
+            f"`python -m ltx_jax.ffi.build` (needs nvcc), set {LIBRARY_ENV} to a built copy, or use "
+            "backend='all_to_all'."
+        )
+    lib = ctypes.CDLL(str(path))
+    lib.ltx_a2a_create.restype = ctypes.c_int
+    lib.ltx_a2a_create.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.POINTER(ctypes.c_int),
+        ctypes.c_ulonglong,
+        ctypes.c_int,
+        ctypes.c_double,
+        ctypes.c_char_p,
+        ctypes.c_int,
+    ]
+    lib.ltx_a2a_error.restype = ctypes.c_int
+    lib.ltx_a2a_error.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    if _registered_from is None:
+        jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.LtxAllToAll), platform="CUDA")
+        jax.ffi.register_ffi_target(GRAPH_TARGET, jax.ffi.pycapsule(lib.LtxAllToAllGraph), platform="CUDA")
+        _set_registered(path)
+    return lib
+
+
+def _set_registered(path: Path) -> None:
+    global _registered_from
+    _registered_from = path
+
+
+@dataclasses.dataclass(frozen=True)
+class Communicator:
+    """Receive slots and counters for groups of ranks; lives as long as the process.
+
+    Attributes:
+        id: the handle the FFI call carries.
+        groups: per group, the CUDA ordinal of each rank (a repeated ordinal is a virtual rank).
+        max_bytes: the largest per-rank output one exchange may have.
+        timeout_s: how long a rank waits for a peer before failing.
+    """
+
+    id: int
+    groups: tuple[tuple[int, ...], ...]
+    max_bytes: int
+    timeout_s: float
+
+    @property
+    def n(self) -> int:
+        return len(self.groups[0])
+
+    @classmethod
+    def create(
+        cls, groups: Sequence[Sequence[int]], max_bytes: int, *, timeout_s: float = DEFAULT_TIMEOUT_S, blocks: int = 0
+    ) -> Communicator:
+        """Allocates two `max_bytes` slots per rank on its GPU and enables peer access in each group.
+
+        `blocks` is the send kernel's grid (0: one block per SM, as upstream).
+        """
+        groups = tuple(tuple(int(d) for d in g) for g in groups)
+        n = len(groups[0]) if groups else 0
+        if not groups or not 1 <= n <= MAX_RANKS or any(len(g) != n for g in groups):
+            raise ValueError(f"groups must be equal-sized groups of 1 to {MAX_RANKS} ranks, got {groups}.")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}.")
+        lib = load_library()
+        ordinals = (ctypes.c_int * (len(groups) * n))(*(d for g in groups for d in g))
+        message = ctypes.create_string_buffer(_MESSAGE_BYTES)
+        comm_id = lib.ltx_a2a_create(len(groups), n, ordinals, max_bytes, blocks, timeout_s, message, _MESSAGE_BYTES)
+        if comm_id < 0:
+            raise RuntimeError(
+                f"Could not create the all-to-all communicator for GPUs {groups}: {message.value.decode()}"
+            )
+        comm = cls(comm_id, groups, int(max_bytes), float(timeout_s))
+        _communicators.append(comm)
+        return comm
+
+    def error(self) -> str | None:
+        """The recorded failure, or None while the communicator is healthy. Never waits on the GPU."""
+        message = ctypes.create_string_buffer(_MESSAGE_BYTES)
+        return message.value.decode() if load_library().ltx_a2a_error(self.id, message, _MESSAGE_BYTES) else None
+
+
+def check_errors() -> None:
+    """Raises `AllToAllError` naming the rank and the missing peer if any exchange has failed.
+
+    Call after `block_until_ready()`: a failure inside the last exchange of a program is otherwise
+    only seen by the next exchange (and as NaN outputs).
+    """
+    errors = [message for comm in _communicators if (message := comm.error())]
+    if errors:
+        raise AllToAllError("\n".join(errors))
+
+
+def output_shape(shape: Sequence[int], n: int, split_axis: int, concat_axis: int) -> tuple[int, ...]:
+    """`lax.all_to_all(tiled=True)`'s output shape over `n` ranks."""
+    out = list(shape)
+    out[split_axis] //= n
+    out[concat_axis] *= n
+    return tuple(out)
+
+
+def all_to_all_ranked(
+    x: jax.Array,
+    rank: jax.Array,
+    comm: Communicator,
+    *,
+    split_axis: int,
+    concat_axis: int,
+    command_buffer: bool = False,
+) -> jax.Array:
+    """One rank's part of a tiled all-to-all over `comm`'s group: x `(..)` -> `output_shape(..)`.
+
+    `rank` is this device's rank as an int32 scalar on the device (`lax.axis_index` in a
+    shard_map). Every rank of the group must make the same sequence of calls on `comm`.
+    """
+    split_axis, concat_axis = split_axis % x.ndim, concat_axis % x.ndim
+    if x.shape[split_axis] % comm.n:
+        raise ValueError(f"all_to_all: split axis {split_axis} of x{x.shape} must be divisible by the {comm.n} ranks.")
+    if split_axis == concat_axis:
+        raise ValueError(f"all_to_all: split_axis and concat_axis must differ, both are {split_axis}.")
+    if x.dtype.itemsize not in (1, 2, 4, 8) or jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise TypeError(f"all_to_all: dtype {x.dtype} is not supported; use a 1, 2, 4 or 8 byte real dtype.")
+    out = jax.ShapeDtypeStruct(output_shape(x.shape, comm.n, split_axis, concat_axis), x.dtype)
+    call = jax.ffi.ffi_call(GRAPH_TARGET if command_buffer else TARGET, out, has_side_effect=True)
+    return call(
+        x,
+        jnp.asarray(rank, jnp.int32).reshape(()),
+        comm=np.int64(comm.id),
+        n=np.int64(comm.n),
+        split_axis=np.int64(split_axis),
+        concat_axis=np.int64(concat_axis),
+    )
+
+
+class FfiAllToAll:
+    """`jax.lax.all_to_all` (tiled) over `mesh` by CUDA peer-to-peer copies; call it inside a
+    `shard_map` over `mesh`. Communicators are created at trace time, one per mesh axis, sized to
+    the largest exchange traced so far (rounded up to a power of two).
+
+    Args:
+        mesh: a mesh of CUDA GPUs, all driven by this process.
+        timeout_s: how long a rank waits for a peer before the exchange fails.
+        command_buffer: mark the custom call CUDA-graph compatible (see GRAPH_TARGET).
+        blocks: the send kernel's grid; 0 is one block per SM.
+    """
+
+    def __init__(
+        self, mesh: Mesh, *, timeout_s: float = DEFAULT_TIMEOUT_S, command_buffer: bool = False, blocks: int = 0
+    ) -> None:
+        platforms = {d.platform for d in mesh.devices.flat}
+        versions = {getattr(d.client, "platform_version", "").lower() for d in mesh.devices.flat}
+        if platforms != {"gpu"} or not all("cuda" in v for v in versions):
+            raise ValueError(
+                f"backend='ffi' runs on CUDA GPUs; this mesh's devices are {sorted(platforms)}. "
+                "Use backend='all_to_all'."
+            )
+        if jax.process_count() > 1:
+            raise NotImplementedError(
+                "backend='ffi' drives all GPUs from one process; the multi-process (CUDA IPC) mode is not implemented "
+                f"yet and this run has {jax.process_count()} processes. Use backend='all_to_all'."
+            )
+        load_library()
+        self.mesh, self.timeout_s, self.command_buffer, self.blocks = mesh, timeout_s, command_buffer, blocks
+        self._comms: dict[str, Communicator] = {}
+
+    def groups(self, axis_name: str) -> tuple[tuple[int, ...], ...]:
+        """CUDA ordinals of the devices along `axis_name`, one tuple per index of the other axes."""
+        if axis_name not in self.mesh.axis_names:
+            raise ValueError(f"axis_name {axis_name!r} is not an axis of the mesh {self.mesh.axis_names}.")
+        devices = np.moveaxis(self.mesh.devices, self.mesh.axis_names.index(axis_name), -1)
+        n = devices.shape[-1]
+        return tuple(tuple(d.local_hardware_id for d in row) for row in devices.reshape(-1, n))
+
+    def communicator(self, axis_name: str, nbytes: int) -> Communicator:
+        """The communicator for `axis_name` with room for `nbytes` per rank, made or grown here."""
+        comm = self._comms.get(axis_name)
+        if comm is None or comm.max_bytes < nbytes:
+            size = max(MIN_SLOT_BYTES, 1 << (max(nbytes, 1) - 1).bit_length())
+            comm = Communicator.create(self.groups(axis_name), size, timeout_s=self.timeout_s, blocks=self.blocks)
+            self._comms[axis_name] = comm
+        return comm
+
+    def __call__(
+        self, x: jax.Array, *, axis_name: str, split_axis: int, concat_axis: int, tiled: bool = True
+    ) -> jax.Array:
+        if not tiled:
+            raise ValueError("backend='ffi' implements all_to_all(tiled=True) only, got tiled=False.")
+        if not isinstance(axis_name, str):
+            raise ValueError(f"backend='ffi' exchanges over one mesh axis, got axis_name={axis_name!r}.")
+        comm = self.communicator(axis_name, x.size * x.dtype.itemsize)
+        if comm.n != lax.axis_size(axis_name):
+            raise ValueError(f"axis {axis_name!r} has {lax.axis_size(axis_name)} devices here, the mesh {comm.n}.")
+        return all_to_all_ranked(
+            x,
+            lax.axis_index(axis_name),
+            comm,
+            split_axis=split_axis,
+            concat_axis=concat_axis,
+            command_buffer=self.command_buffer,
+        )

@@ -1,0 +1,180 @@
+"""The embedded default of `scripts/generate.py`: a tiny model with random weights, built through
+the same configurators as a real checkpoint (`EMBEDDED_CONFIG` is a checkpoint `config` dict), and
+a tiny random Gemma 3 with a byte-level tokenizer as its text encoder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import Mesh
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+from ltx_jax.config import LTXConfig
+from ltx_jax.model import upsampler, video_vae
+from ltx_jax.model.model import LTXModel
+from ltx_jax.pipeline.components import (
+    Assembly,
+    decoder_callables,
+    decoder_modules,
+    geometry,
+    image_encoder,
+    upsample_between_statistics,
+)
+from ltx_jax.pipeline.pipelines import Components
+from ltx_jax.pipeline.stages import PromptEmbeddings
+from ltx_jax.text_encoders.gemma import (
+    EmbeddingsProcessorConfigurator,
+    Gemma3ModelConfig,
+    Gemma3TextModel,
+    GemmaTextEncoder,
+    LTXGemmaTokenizer,
+    PromptEncoder,
+)
+
+_TINY_DIT = LTXConfig.tiny(
+    num_layers=2,
+    num_attention_heads=8,
+    attention_head_dim=8,
+    audio_num_attention_heads=8,
+    audio_attention_head_dim=4,
+    audio_in_channels=32,  # 2 audio latent channels x 16 latent mel bins
+    audio_out_channels=32,
+)
+_CONNECTORS = {  # the 2.3 text path (V2 feature extractor), connectors as wide as the DiT's contexts
+    "caption_projection_first_linear": False,
+    "caption_proj_input_norm": False,
+    "caption_projection_second_linear": False,
+    "connector_num_attention_heads": 8,
+    "connector_attention_head_dim": 8,
+    "audio_connector_num_attention_heads": 8,
+    "audio_connector_attention_head_dim": 4,
+    "connector_num_layers": 1,
+    "connector_positional_embedding_max_pos": [4096],
+}
+EMBEDDED_CONFIG: dict[str, Any] = {
+    "transformer": {**_TINY_DIT.to_metadata()["transformer"], **_CONNECTORS},
+    "vae": {  # LTX-2.3's decoder recipe, 4 base channels: 32x32 spatial and 8x temporal compression
+        "latent_channels": 16,
+        "patch_size": 4,
+        "decoder_base_channels": 4,
+        "spatial_padding_mode": "zeros",
+        "timestep_conditioning": False,
+        "encoder_blocks": [
+            ["compress_space_res", {"multiplier": 2}],
+            ["compress_time_res", {"multiplier": 2}],
+            ["compress_all_res", {"multiplier": 2}],
+            ["compress_all", 1],
+        ],
+        "decoder_blocks": [
+            ["res_x", {"num_layers": 1}],
+            ["compress_space", {"multiplier": 2}],
+            ["compress_time", {"multiplier": 2}],
+            ["compress_all", {"multiplier": 1}],
+            ["compress_all", {"multiplier": 2}],
+            ["res_x", {"num_layers": 1}],
+        ],
+    },  # fmt: skip
+    "audio_vae": {
+        "model": {
+            "params": {
+                "ddconfig": {
+                    "ch": 32,
+                    "out_ch": 2,
+                    "ch_mult": [1, 1, 2],
+                    "num_res_blocks": 1,
+                    "attn_resolutions": [],
+                    "resolution": 16,
+                    "z_channels": 2,
+                    "norm_type": "pixel",
+                    "causality_axis": "height",
+                    "mel_bins": 64,
+                }  # fmt: skip
+            }
+        }
+    },
+    "vocoder": {  # HiFi-GAN: 8 * 6 * 5 = 240 samples per 10 ms mel frame -> 24 kHz
+        "resblock": "1",
+        "stereo": True,
+        "upsample_initial_channel": 16,
+        "upsample_rates": [8, 6, 5],
+        "upsample_kernel_sizes": [16, 12, 10],
+        "resblock_kernel_sizes": [3],
+        "resblock_dilation_sizes": [[1, 3, 5]],
+        "output_sampling_rate": 24000,
+    },  # fmt: skip
+}
+EMBEDDED_UPSAMPLER = {"in_channels": 16, "mid_channels": 32, "num_blocks_per_stage": 1}
+EMBEDDED_DEFAULTS = {"height": 128, "width": 192, "num_frames": 25, "num_inference_steps": 8, "stg_blocks": (1,)}
+
+
+# 4 Gemma layers (3 sliding-window, 1 global) over a byte-level vocabulary; 128 tokens: the connectors'
+# 128 learnable registers need a multiple of 128.
+EMBEDDED_GEMMA = Gemma3ModelConfig(
+    vocab_size=260, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+    query_pre_attn_scalar=8, rms_norm_eps=1e-6, sliding_window=16,
+    layer_types=("sliding_attention", "sliding_attention", "sliding_attention", "full_attention"),
+    rope_theta=1e6, rope_local_base_freq=1e4, rope_scaling_factor=8.0,
+)  # fmt: skip
+EMBEDDED_MAX_LENGTH = 128
+_SPECIALS = ("<pad>", "<eos>", "<bos>", "<unk>")
+
+
+def byte_tokenizer(max_length: int = EMBEDDED_MAX_LENGTH) -> LTXGemmaTokenizer:
+    """Gemma's special tokens and one token per UTF-8 byte (BPE without merges, byte fallback)."""
+    vocab = {token: i for i, token in enumerate(_SPECIALS)}
+    vocab.update({f"<0x{byte:02X}>": len(_SPECIALS) + byte for byte in range(256)})
+    tokenizer = Tokenizer(models.BPE(vocab, [], unk_token="<unk>", byte_fallback=True))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    tokenizer.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
+    config = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
+    return LTXGemmaTokenizer(tokenizer, config, max_length)
+
+
+def embedded_prompt_encoder(config: dict[str, Any], seed: int) -> Callable[[str], PromptEmbeddings]:
+    """Text -> bytes -> tiny random Gemma 3 -> V2 feature extractor -> connectors -> DiT contexts."""
+    gemma = Gemma3TextModel(EMBEDDED_GEMMA, rngs=nnx.Rngs(seed + 5))
+    processor = EmbeddingsProcessorConfigurator.from_config(
+        config,
+        embedding_dim=EMBEDDED_GEMMA.hidden_size,
+        num_layers=EMBEDDED_GEMMA.num_hidden_layers + 1,
+        rngs=nnx.Rngs(seed + 6),
+    )
+    encoder = PromptEncoder(GemmaTextEncoder(gemma, byte_tokenizer()), processor)
+
+    def encode(text: str) -> PromptEmbeddings:
+        out = encoder.encode_prompt(text)
+        return PromptEmbeddings(out.video_encoding, out.audio_encoding)
+
+    return encode
+
+
+def embedded(args: argparse.Namespace, mesh: Mesh) -> Assembly:
+    config = json.loads(json.dumps(EMBEDDED_CONFIG))
+    cfg = LTXConfig.from_metadata(config)
+    model = LTXModel(cfg, rngs=nnx.Rngs(args.seed))
+    video_decoder, audio_decoder, vocoder = decoder_modules(config, None, args.seed, jnp.float32)
+    decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, args.seed)
+    upsample = encode_image = None
+    if args.pipeline != "one-stage":  # built only when used: random init of each module takes seconds on CPU
+        up = upsampler.LatentUpsamplerConfigurator.from_config(EMBEDDED_UPSAMPLER, rngs=nnx.Rngs(args.seed + 4))
+        upsample = upsample_between_statistics(up, video_decoder)
+    if args.image:
+        encoder = video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(args.seed + 3))
+        encode_image = image_encoder(encoder, jnp.float32)
+    parts = Components(model, geometry(config), jnp.float32, upsample=upsample, encode_image=encode_image)
+    return Assembly(
+        model=model,
+        stage_2_model=None,
+        components=parts,
+        decode_video=decode_video,
+        decode_audio=decode_audio,
+        encode_prompt=embedded_prompt_encoder(config, args.seed),
+        defaults=EMBEDDED_DEFAULTS,
+        description="embedded tiny model with RANDOM weights (pass --checkpoint-path for a real one)",
+    )

@@ -1,0 +1,190 @@
+"""A Gemma 3 directory (config.json + safetensors shards) -> a loaded `Gemma3TextModel`, optionally sharded.
+
+Source: ltx-core's `text_encoders/gemma/encoders/encoder_configurator.py` (`GEMMA3_LLM_KEY_OPS`,
+which renames the checkpoint's `language_model.model.*` keys and keeps the vision tower for prompt
+enhancement) and `gemma_assets.py` (`resolve_gemma_weight_paths`: every `*.safetensors` below the
+folder holding `model*.safetensors`).
+
+Checkpoint keys come in three layouts: transformers <= 4.51's `Gemma3ForConditionalGeneration`
+(`language_model.model.layers.0...`, the LTX-2 Gemma directory), transformers >= 4.52's
+(`model.language_model.layers.0...`) and text-only `Gemma3ForCausalLM` (`model.layers.0...`).
+`GEMMA_TEXT_KEY_MAP` maps each to our attribute paths; the vision tower, the multimodal projector
+and the tied `lm_head` (a copy of the embeddings, used only to generate text) are listed in
+`GEMMA_IGNORED_KEYS`. Any other key is an error, as is one that two patterns match.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
+from jax.sharding import PartitionSpec as P
+
+from ltx_jax.convert.safetensors_file import SafetensorsFile
+from ltx_jax.convert.state_dict import expected_keys, mismatch_problems, to_numpy, transpose
+from ltx_jax.parallel.sharding import param_sharding
+from ltx_jax.text_encoders.gemma.encoders.gemma3_config import Gemma3ModelConfig
+from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel
+
+_TEXT_PARAM = r"((?:layers\.\d+|embed_tokens|norm)\..+)"
+# Anchored source-key patterns -> our key (group 1).
+GEMMA_TEXT_KEY_MAP: tuple[re.Pattern[str], ...] = (
+    re.compile(r"language_model\.model\." + _TEXT_PARAM),
+    re.compile(r"model\.language_model\." + _TEXT_PARAM),
+    re.compile(r"model\." + _TEXT_PARAM),
+    re.compile(_TEXT_PARAM),
+)
+# Keys of a Gemma 3 checkpoint that hidden states do not use (the image path and the LM head).
+GEMMA_IGNORED_KEYS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"(?:model\.)?vision_tower\..+"),
+    re.compile(r"(?:model\.)?multi_modal_projector\..+"),
+    re.compile(r"(?:language_model\.)?lm_head\.weight"),
+)
+_SHOWN = 8
+
+
+def gemma_text_state_dict(state_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """A Gemma 3 checkpoint's tensors renamed to `Gemma3TextModel` paths (see the module docstring).
+
+    Raises `ValueError` listing the keys that no pattern (or more than one) matches, and the
+    target keys that two source keys map to (two layouts mixed in one directory).
+    """
+    out: dict[str, Any] = {}
+    unknown, ambiguous, duplicate = [], [], []
+    for key, value in state_dict.items():
+        hits = [m.group(1) for pattern in GEMMA_TEXT_KEY_MAP if (m := pattern.fullmatch(key))]
+        ignored = any(pattern.fullmatch(key) for pattern in GEMMA_IGNORED_KEYS)
+        if len(hits) + ignored == 0:
+            unknown.append(key)
+        elif len(hits) + ignored > 1:
+            ambiguous.append(key)
+        elif hits:
+            if hits[0] in out:
+                duplicate.append(hits[0])
+            out[hits[0]] = value
+    problems = [
+        f"{len(items)} {label}: {', '.join(sorted(items)[:_SHOWN])}"
+        for label, items in (("unknown keys", unknown), ("ambiguous keys", ambiguous), ("duplicated", duplicate))
+        if items
+    ]
+    if problems:
+        raise ValueError(
+            "state_dict is not a Gemma 3 checkpoint this loader knows: "
+            + "; ".join(problems)
+            + f". Known text keys: {[p.pattern for p in GEMMA_TEXT_KEY_MAP]}; ignored: "
+            f"{[p.pattern for p in GEMMA_IGNORED_KEYS]}."
+        )
+    return out
+
+
+def gemma_param_sharding(shape: tuple[int, ...], mesh: Mesh | None) -> jax.sharding.Sharding:
+    """Matrices split along their largest axis that the "sp" size divides; vectors replicated."""
+    if mesh is None:
+        return SingleDeviceSharding(jax.devices()[0])
+    return param_sharding(shape, mesh, shard_weights=True) if len(shape) >= 2 else NamedSharding(mesh, P())
+
+
+def load_gemma_state_dict(model: Gemma3TextModel, state_dict: Mapping[str, Any], mesh: Mesh | None = None) -> Any:  # noqa: ANN401
+    """Loads a Gemma 3 checkpoint's tensors into `model` (real or `nnx.eval_shape`-abstract) in place.
+
+    Strict, like `ltx_jax.load_state_dict`: unknown, missing, unexpected or mis-shaped keys raise one
+    `ValueError` before anything is placed. Each tensor goes straight to its devices: with a `mesh`,
+    split by `gemma_param_sharding` (no device ever holds the whole model), else to the first device.
+    Values are cast to the model's parameter dtype. Returns the model.
+    """
+    tensors = gemma_text_state_dict(state_dict)
+    table = expected_keys(model)
+    problems = mismatch_problems(table, tensors, {k: k for k in tensors})
+    if problems:
+        raise ValueError(
+            f"Gemma checkpoint does not match this {type(model).__name__} ({len(table)} parameters): "
+            + "; ".join(problems)
+            + ". Check that the Gemma3ModelConfig comes from the same directory's config.json."
+        )
+    state = nnx.state(model, nnx.Param)
+    flat = dict(nnx.to_flat_state(state))
+    for key, (path, transposed, _, dtype) in table.items():
+        host = to_numpy(tensors[key])
+        host = (transpose(host) if transposed else host).astype(dtype)
+        sharding = gemma_param_sharding(host.shape, mesh)
+        flat[path].set_value(jax.make_array_from_callback(host.shape, sharding, lambda index, h=host: h[index]))
+    nnx.update(model, state)
+    return model
+
+
+def shard_gemma(model: Gemma3TextModel, mesh: Mesh) -> Gemma3TextModel:
+    """Moves a loaded model's parameters onto `mesh` per `gemma_param_sharding`, in place.
+
+    A forward under `jax.jit` then runs sharded (GSPMD inserts the gathers) and equals the
+    single-device forward.
+    """
+    state = nnx.state(model, nnx.Param)
+    sharded = jax.tree.map(lambda x: jax.device_put(x, gemma_param_sharding(x.shape, mesh)), state)
+    nnx.update(model, sharded)
+    return model
+
+
+class _LazyTensor:
+    """A checkpoint tensor with its shape known and its bytes read only when converted to an array."""
+
+    def __init__(self, file: SafetensorsFile, key: str) -> None:
+        self.file, self.key = file, key
+        self.shape = file.info(key).shape
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:  # noqa: ANN401, ARG002
+        array = self.file.read(self.key)
+        return array if dtype is None else array.astype(dtype)
+
+
+def gemma_weight_paths(gemma_root: str | Path) -> tuple[Path, ...]:
+    """Every `*.safetensors` below the folder holding the first `model*.safetensors` (upstream's rule)."""
+    root = Path(gemma_root)
+    first = next(iter(sorted(root.rglob("model*.safetensors"))), None)
+    if first is None:
+        raise FileNotFoundError(f"gemma_root {str(root)!r} holds no model*.safetensors; pass the Gemma 3 directory.")
+    return tuple(sorted(first.parent.rglob("*.safetensors")))
+
+
+def read_gemma_config(gemma_root: str | Path) -> Gemma3ModelConfig:
+    """`Gemma3ModelConfig` from the first `config.json` below `gemma_root`."""
+    path = next(iter(sorted(Path(gemma_root).rglob("config.json"))), None)
+    if path is None:
+        raise FileNotFoundError(f"gemma_root {str(gemma_root)!r} holds no config.json; pass the Gemma 3 directory.")
+    return Gemma3ModelConfig.from_hf_dict(json.loads(path.read_text()))
+
+
+def lazy_gemma_tensors(gemma_root: str | Path) -> dict[str, _LazyTensor]:
+    """Key -> tensor read on use, over all of the directory's safetensors shards."""
+    tensors: dict[str, _LazyTensor] = {}
+    for path in gemma_weight_paths(gemma_root):
+        file = SafetensorsFile(path)
+        tensors.update({key: _LazyTensor(file, key) for key in file.keys()})
+    return tensors
+
+
+def abstract_gemma(cfg: Gemma3ModelConfig, param_dtype: jnp.dtype) -> Gemma3TextModel:
+    """`Gemma3TextModel(cfg)` with shape-only parameters: one layer traced, cloned for the others
+    (tracing all 48 layers in `nnx.eval_shape` takes minutes)."""
+    one_layer = dataclasses.replace(cfg, layer_types=cfg.layer_types[:1])
+    model = nnx.eval_shape(lambda: Gemma3TextModel(one_layer, rngs=nnx.Rngs(0), param_dtype=param_dtype))
+    first = model.layers[0]
+    model.layers = nnx.List([first, *(nnx.clone(first) for _ in cfg.layer_types[1:])])
+    model.config = cfg
+    return model
+
+
+def create_gemma_model(
+    gemma_root: str | Path, *, param_dtype: jnp.dtype = jnp.bfloat16, mesh: Mesh | None = None
+) -> Gemma3TextModel:
+    """The directory's Gemma 3 text model, built without random init and loaded tensor by tensor."""
+    model = abstract_gemma(read_gemma_config(gemma_root), param_dtype)
+    return load_gemma_state_dict(model, lazy_gemma_tensors(gemma_root), mesh)

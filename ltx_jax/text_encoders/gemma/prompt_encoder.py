@@ -1,0 +1,111 @@
+"""Prompt text -> the DiT's video and audio contexts: tokenizer -> Gemma -> embeddings processor, cached.
+
+Source: ltx-pipelines' `utils/blocks.py::PromptEncoder.__call__` (upstream): `text_encoder.encode`
+on all prompts in one forward, then `embeddings_processor.process_hidden_states` per prompt.
+Here the prompts missing from the optional `PromptCache` go through Gemma in one batch; cached
+ones are read back from disk.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh
+
+from ltx_jax.convert.state_dict import load_state_dict
+from ltx_jax.text_encoders.gemma.embeddings_processor import (
+    EmbeddingsProcessor,
+    EmbeddingsProcessorConfigurator,
+    EmbeddingsProcessorOutput,
+    embeddings_processor_state_dict,
+)
+from ltx_jax.text_encoders.gemma.encoders.base_encoder import GemmaTextEncoder
+from ltx_jax.text_encoders.gemma.prompt_cache import PromptCache, checkpoint_identity
+from ltx_jax.text_encoders.gemma.tokenizer import TOKENIZER_MAX_LENGTH
+
+_FIELDS = EmbeddingsProcessorOutput._fields  # ("video_encoding", "audio_encoding", "attention_mask")
+
+
+@jax.jit
+def _process(graphdef: nnx.GraphDef, state: nnx.State, hidden: jax.Array, mask: jax.Array) -> EmbeddingsProcessorOutput:
+    return nnx.merge(graphdef, state).process_hidden_states(hidden, mask)
+
+
+class PromptEncoder:
+    """`encode_prompts(prompts)` -> one `EmbeddingsProcessorOutput` per prompt, each with batch 1:
+    video (1, S, Dv), audio (1, S, Da) or None, binary mask (1, S); S = the tokenizer's max length.
+
+    Contexts come back in the processor's parameter dtype (a cache hit returns them in that
+    dtype too).
+    """
+
+    def __init__(
+        self, text_encoder: GemmaTextEncoder, processor: EmbeddingsProcessor, cache: PromptCache | None = None
+    ) -> None:
+        self.text_encoder, self.processor, self.cache = text_encoder, processor, cache
+        self.dtype = jax.tree.leaves(nnx.state(processor, nnx.Param))[0].dtype
+
+    def encode_prompts(self, prompts: Sequence[str]) -> list[EmbeddingsProcessorOutput]:
+        if isinstance(prompts, str):
+            raise TypeError("prompts must be a list of strings; use encode_prompt for a single prompt.")
+        found = {p: self.cache.load(p) for p in prompts} if self.cache is not None else {}
+        misses = list(dict.fromkeys(p for p in prompts if found.get(p) is None))
+        computed = {}
+        if misses:
+            hidden, mask = self.text_encoder.encode(misses)
+            graphdef, state = nnx.split(self.processor)
+            out = _process(graphdef, state, hidden, mask)
+            for i, prompt in enumerate(misses):
+                computed[prompt] = EmbeddingsProcessorOutput(*(None if a is None else a[i : i + 1] for a in out))
+                if self.cache is not None:
+                    self.cache.save(prompt, {k: v for k, v in computed[prompt]._asdict().items() if v is not None})
+        return [computed[p] if p in computed else self._from_cache(found[p]) for p in prompts]
+
+    def encode_prompt(self, prompt: str) -> EmbeddingsProcessorOutput:
+        return self.encode_prompts([prompt])[0]
+
+    def _from_cache(self, arrays: Mapping[str, np.ndarray]) -> EmbeddingsProcessorOutput:
+        cast = {
+            name: jnp.asarray(a, jnp.int32 if name == "attention_mask" else self.dtype) for name, a in arrays.items()
+        }
+        return EmbeddingsProcessorOutput(*(cast.get(name) for name in _FIELDS))
+
+
+def build_prompt_encoder(
+    gemma_root: str | os.PathLike,
+    ltx_config: Mapping[str, Any],
+    ltx_tensors: Mapping[str, Any],
+    *,
+    gemma_dtype: jnp.dtype = jnp.bfloat16,
+    processor_dtype: jnp.dtype = jnp.float32,
+    mesh: Mesh | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    ltx_checkpoint_path: str | os.PathLike | None = None,
+    max_length: int = TOKENIZER_MAX_LENGTH,
+) -> PromptEncoder:
+    """Gemma from `gemma_root` (split over `mesh` if given) + the embeddings processor of an LTX
+    checkpoint (`ltx_config`: its parsed metadata config; `ltx_tensors`: its key -> tensor mapping).
+
+    With `cache_dir`, contexts are cached per prompt; the cache key includes the identity of
+    `gemma_root` and of `ltx_checkpoint_path` (required then: the processor weights live there).
+    """
+    text_encoder = GemmaTextEncoder.from_root(gemma_root, param_dtype=gemma_dtype, mesh=mesh, max_length=max_length)
+    gemma = text_encoder.model.config
+    processor = EmbeddingsProcessorConfigurator.from_config(
+        ltx_config, embedding_dim=gemma.hidden_size, num_layers=gemma.num_hidden_layers + 1, param_dtype=processor_dtype
+    )
+    load_state_dict(processor, embeddings_processor_state_dict(ltx_tensors), prefix="")
+    cache = None
+    if cache_dir is not None:
+        if ltx_checkpoint_path is None:
+            raise ValueError("cache_dir needs ltx_checkpoint_path: the cache key must name the processor's weights.")
+        identity = checkpoint_identity(Path(gemma_root), Path(ltx_checkpoint_path))
+        cache = PromptCache(cache_dir, checkpoint_id=identity, max_length=max_length)
+    return PromptEncoder(text_encoder, processor, cache)
