@@ -23,6 +23,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--width", choices=["tiny", "full"], default="tiny", help="tiny test geometry or LTX-2.3 width")
     parser.add_argument("--cpu", action="store_true", help="simulated CPU devices even if a GPU is present")
     parser.add_argument("--repeats", type=int, default=3, help="timed forwards after warm-up (default 3)")
+    parser.add_argument("--backend", choices=["all_to_all", "ffi"], default="all_to_all", help="head exchange")
     return parser.parse_args()
 
 
@@ -93,13 +94,14 @@ def main(args: argparse.Namespace) -> None:
     graphdef, state = nnx.split(model)
     single = jax.jit(lambda state, v, a: nnx.merge(graphdef, state)(v, a))
     reference, single_s = median_seconds(lambda: single(state, video, audio), args.repeats)
-    sp = SequenceParallel(model, mesh)
+    sp = SequenceParallel(model, mesh, backend=args.backend)
     output, sp_s = median_seconds(lambda: sp(video, audio), args.repeats)
     for name, ours, ref in zip(("video", "audio"), output, reference, strict=True):
         ours, ref = np.asarray(ours, np.float32), np.asarray(ref, np.float32)
         print(f"{name}: max |SP - single| / max |single| = {np.abs(ours - ref).max() / np.abs(ref).max():.2e}")
     print(
-        f"forward (median of {args.repeats}): one device {single_s * 1e3:.1f} ms, SP({args.mesh}) {sp_s * 1e3:.1f} ms"
+        f"forward (median of {args.repeats}): one device {single_s * 1e3:.1f} ms, "
+        f"SP({args.mesh}, {args.backend}) {sp_s * 1e3:.1f} ms"
     )
 
 
