@@ -287,3 +287,15 @@ def test_config_errors_name_the_value():
         )
     with pytest.raises(ValueError, match="CausalDiffusionVAE"):
         video_decoder_from_config({"vae": {"_class_name": "CausalDiffusionVAE"}}, rngs=nnx.Rngs(0))
+
+
+def test_tiles_spread_over_the_mesh_devices_give_the_same_video():
+    """`devices=`: the 8 tiles of a 3x3x3 latent decode on 8 (simulated) devices, blended on the first;
+    the same computation per tile, so the same video as on one device."""
+    _, ours = twins(vae_config(**LTX2_DECODER), "decoder")
+    latent, noise = jnp.asarray(random((1, 8, 3, 3, 3))), jnp.asarray(random((1, 8, 3, 3, 3), seed=1))
+    one_device = decode_video(ours, latent, our_tiling(latent.shape), noise=noise)
+    spread = decode_video(ours, latent, our_tiling(latent.shape), noise=noise, devices=jax.devices())
+    assert len(jax.devices()) == 8
+    assert relative_error(spread, one_device) <= FLOAT32_TOLERANCE
+    assert spread.devices() == {jax.devices()[0]}

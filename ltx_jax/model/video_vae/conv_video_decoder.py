@@ -8,7 +8,7 @@ as temporal chunks.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
@@ -189,12 +189,15 @@ class VideoDecoder(nnx.Module):
         *,
         key: jax.Array | None = None,
         noise: jax.Array | None = None,
+        devices: Sequence[jax.Device] | None = None,
     ) -> Iterator[jax.Array]:
         """Decodes `latent` tile by tile; yields (B, 3, T_i, H, W) temporal chunks whose concatenation
         along time is the video (same shape as `self(latent)`).
 
         The decode noise is drawn once for the whole latent (from `key`, or given as `noise`) and
-        sliced per tile, so overlapping tiles see the same noise.
+        sliced per tile, so overlapping tiles see the same noise. With `devices` (e.g. a mesh's
+        devices), the tiles of a temporal group are decoded round-robin on them, concurrently (JAX
+        dispatches asynchronously), and blended on the first device.
         """
         if not isinstance(tiling_config, TileSizeConfig):
             raise TypeError(f"tiling_config must be a TileSizeConfig, got {type(tiling_config).__name__}.")
@@ -202,18 +205,34 @@ class VideoDecoder(nnx.Module):
         if self.timestep_conditioning and noise is None:
             noise = jax.random.normal(key, latent.shape, self.param_dtype)
         tiles = tiling_config.tiles(tuple(latent.shape[2:]), self.video_downscale_factors)
-        return _blend_temporal_groups(self, latent, tiles, timestep, noise)
+        return _blend_temporal_groups(_TileDecoder(self, devices), latent, tiles, timestep, noise)
 
 
-@nnx.jit
-def _decode_tile(
-    decoder: VideoDecoder, latent: jax.Array, timestep: jax.Array | float | None, noise: jax.Array | None
-) -> jax.Array:
-    return decoder(latent, timestep, noise=noise)
+class _TileDecoder:
+    """The decoder jitted over its parameters, with a copy of them on each device that decodes tiles."""
+
+    def __init__(self, decoder: VideoDecoder, devices: Sequence[jax.Device] | None) -> None:
+        graphdef, state = nnx.split(decoder)
+        self.devices = list(devices) if devices else [None]
+        self.states = [state if d is None else jax.device_put(state, d) for d in self.devices]
+        self.decode = jax.jit(
+            lambda state, latent, timestep, noise: nnx.merge(graphdef, state)(latent, timestep, noise=noise)
+        )
+        self.video_downscale_factors = decoder.video_downscale_factors
+
+    def __call__(
+        self, i: int, latent: jax.Array, timestep: jax.Array | float | None, noise: jax.Array | None
+    ) -> jax.Array:
+        """Decodes one tile on device `i % len(devices)`; the result stays there until it is blended."""
+        slot = i % len(self.devices)
+        device = self.devices[slot]
+        if device is not None:
+            latent, timestep, noise = jax.device_put((latent, timestep, noise), device)
+        return self.decode(self.states[slot], latent, timestep, noise)
 
 
 def _accumulate_group(
-    decoder: VideoDecoder,
+    decoder: _TileDecoder,
     latent: jax.Array,
     group: list[Tile],
     timestep: jax.Array | float | None,
@@ -224,10 +243,14 @@ def _accumulate_group(
     b, scale = latent.shape[0], decoder.video_downscale_factors
     shape = (b, 1, t0.stop - t0.start, latent.shape[3] * scale.height, latent.shape[4] * scale.width)
     values, weights = None, jnp.zeros(shape, jnp.float32)
-    for tile in group:
-        index = (slice(None), slice(None), *tile.in_coords)
-        tile_noise = None if noise is None else noise[index]
-        decoded = _decode_tile(decoder, latent[index], timestep, tile_noise).astype(jnp.float32)
+    indices = [(slice(None), slice(None), *tile.in_coords) for tile in group]
+    # Every tile is dispatched before any is blended, so tiles on different devices run at once.
+    decoded_tiles = [
+        decoder(i, latent[index], timestep, None if noise is None else noise[index]) for i, index in enumerate(indices)
+    ]
+    home = decoder.devices[0]
+    for tile, decoded in zip(group, decoded_tiles, strict=True):
+        decoded = (decoded if home is None else jax.device_put(decoded, home)).astype(jnp.float32)
         mask_t, mask_h, mask_w = tile.masks_1d
         mask = jnp.asarray(mask_t[:, None, None] * mask_h[None, :, None] * mask_w[None, None, :])
         if values is None:
@@ -239,7 +262,7 @@ def _accumulate_group(
 
 
 def _blend_temporal_groups(
-    decoder: VideoDecoder,
+    decoder: _TileDecoder,
     latent: jax.Array,
     tiles: list[Tile],
     timestep: jax.Array | float | None,
@@ -272,8 +295,11 @@ def decode_video(
     timestep: jax.Array | float | None = None,
     key: jax.Array | None = None,
     noise: jax.Array | None = None,
+    devices: Sequence[jax.Device] | None = None,
 ) -> jax.Array:
-    """The whole (B, 3, F, H, W) video in ~[-1, 1]: one pass, or tile by tile with `tiling_config`."""
+    """The whole (B, 3, F, H, W) video in ~[-1, 1]: one pass, or tile by tile with `tiling_config`
+    (the tiles spread over `devices` when given)."""
     if tiling_config is None:
         return decoder(latent, timestep, key=key, noise=noise)
-    return jnp.concatenate(list(decoder.tiled_decode(latent, tiling_config, timestep, key=key, noise=noise)), axis=2)
+    chunks = decoder.tiled_decode(latent, tiling_config, timestep, key=key, noise=noise, devices=devices)
+    return jnp.concatenate(list(chunks), axis=2)
