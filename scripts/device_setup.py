@@ -1,4 +1,4 @@
-"""Before JAX starts: simulated CPU devices when no GPU is present (or `--cpu` asks for them).
+"""Before JAX starts: simulated CPU devices for machines without an accelerator (or with `--cpu`).
 
 An entry point may configure JAX (library code never does); the device count of the host platform
 can only be set before `import jax`, which is why this module imports nothing from jax.
@@ -16,10 +16,14 @@ def has_gpu() -> bool:
 
 
 def simulate_cpu_devices_if_needed(count: int, force_cpu: bool) -> bool:
-    """Gives the CPU `count` devices when there is no GPU or `force_cpu`; returns whether it did."""
-    if not (force_cpu or not has_gpu()):
-        return False
-    os.environ["JAX_PLATFORMS"] = "cpu"
+    """Gives JAX's CPU platform `count` devices, and with `force_cpu` makes it the only platform.
+
+    The device count only affects the CPU platform, so it is set everywhere: a machine without an
+    accelerator then has a `count`-device mesh, while GPU and TPU machines keep using theirs.
+    Returns whether the run is (certainly) on the CPU.
+    """
     flag = f"--xla_force_host_platform_device_count={count}"
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
-    return True
+    if force_cpu:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    return force_cpu or not has_gpu()

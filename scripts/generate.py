@@ -54,7 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     cluster.add_argument("--process-id", type=int, help="this process's index, 0..num-processes-1")
     cluster.add_argument("--distributed-timeout", type=int, default=120, help="seconds to wait for peers (120)")
     models = parser.add_argument_group("models (none given: the embedded tiny random-weight default)")
-    models.add_argument("--checkpoint-path", type=Path, help="LTX-2 .safetensors (or a converted Orbax directory)")
+    models.add_argument("--checkpoint-path", type=Path, help="an official LTX-2 .safetensors (DiT, VAEs, vocoder)")
     models.add_argument("--gemma-root", type=Path, help="Gemma 3 directory (weights + tokenizer) to encode --prompt")
     models.add_argument(
         "--prompt-cache-dir", type=Path, help="cache prompt embeddings here (keyed by prompt + weights)"

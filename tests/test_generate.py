@@ -51,9 +51,10 @@ def test_readme_command_writes_a_playable_mp4_with_audio(tmp_path):
 @pytest.mark.parametrize("flow", ["two-stage", "distilled"])
 def test_two_stage_flows_run_on_the_mesh(tmp_path, flow):
     out = tmp_path / f"{flow}.mp4"
+    steps = ["--num-inference-steps", "2"] if flow == "two-stage" else []  # distilled: fixed 8 + 3 sigmas
     args = generate.parse_args(
-        ["--mesh", "8", "--pipeline", flow, "--height", "128", "--width", "128", "--num-frames", "9",
-         "--num-inference-steps", "2", "--output-path", str(out)]
+        ["--mesh", "8", "--pipeline", flow, "--height", "128", "--width", "128", "--num-frames", "9", *steps,
+         "--output-path", str(out)]
     )  # fmt: skip
     info = generate_cli.run(args)
     assert probe(out)[:3] == (9, (128, 128), 24.0)
@@ -103,15 +104,30 @@ def test_image_at_frame_zero_is_kept_at_strength_one(tmp_path):
         (["--num-frames", "24"], r"8k\+1"),
         (["--height", "100"], "multiple of 32"),
         (["--pipeline", "two-stage", "--height", "96"], "multiple of 64"),
-        (["--prompt-embeddings", "missing.npz"], "does not exist"),
+        (["--image", "missing.png", "0", "1.0"], "does not exist"),
+        (["--gemma-root", "gemma"], "apply to --checkpoint-path runs"),
+        (["--pipeline", "distilled", "--num-inference-steps", "4"], "drop --distilled-lora and --num-inference-steps"),
+        (["--checkpoint-path", "missing.safetensors"], "must be an official LTX-2 .safetensors file"),
     ],
 )
-def test_bad_arguments_fail_before_generating(tmp_path, argv, message):
+def test_bad_arguments_fail_before_anything_is_built(tmp_path, monkeypatch, argv, message):
+    def no_build(*_):
+        raise AssertionError("components were built before the arguments were checked")
+
+    monkeypatch.setattr(components, "build", no_build)
     args = generate.parse_args([*argv, "--output-path", str(tmp_path / "x.mp4")])
     with pytest.raises((ValueError, FileNotFoundError), match=message):
         generate_cli.run(args)
     assert not (tmp_path / "x.mp4").exists()
     assert jax.device_count() == 8
+
+
+def test_prompt_embeddings_file_problems_are_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="--prompt-embeddings .* does not exist"):
+        generate_cli.load_prompt_embeddings(tmp_path / "missing.npz")
+    np.savez(tmp_path / "odd.npz", text=np.zeros(3))
+    with pytest.raises(ValueError, match="expected 'video' and/or 'audio'"):
+        generate_cli.load_prompt_embeddings(tmp_path / "odd.npz")
 
 
 def exported(module, prefix, statistics_prefix=None):

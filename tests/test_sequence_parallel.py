@@ -219,7 +219,7 @@ def test_mesh_larger_than_devices():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"strategy": "ring"}, r"strategy must be one of \['ulysses'\], got 'ring'"),
+        ({"strategy": "zigzag"}, r"strategy must be one of \['ulysses', 'allgather_kv', 'ring', 'usp'\], got 'zigzag'"),
         ({"backend": "nccl"}, r"backend must be one of \['all_to_all', 'ffi'\], got 'nccl'"),
         (
             {"backend": "ffi"},

@@ -100,6 +100,23 @@ class SafetensorsFile:
             yield key, self.read(key)
 
 
+class LazyTensor:
+    """A tensor of a `SafetensorsFile` with its shape known and its bytes read only when it is
+    converted to an array, so key filters and shape checks touch nothing else of the file."""
+
+    def __init__(self, file: SafetensorsFile, key: str) -> None:
+        self.file, self.key, self.shape = file, key, file.info(key).shape
+
+    def __array__(self, dtype: np.dtype | None = None, copy: bool | None = None) -> np.ndarray:  # noqa: ARG002
+        array = self.file.read(self.key)
+        return array if dtype is None else array.astype(dtype)
+
+
+def lazy_tensors(file: SafetensorsFile) -> dict[str, LazyTensor]:
+    """Key -> `LazyTensor` for every tensor of `file`."""
+    return {key: LazyTensor(file, key) for key in file.keys()}
+
+
 def _tensor_info(path: str, key: str, entry: dict, data_start: int, data_size: int) -> TensorInfo:
     dtype_name = entry.get("dtype")
     if dtype_name not in DTYPES:

@@ -1,21 +1,40 @@
-"""The device mesh that sequence parallelism runs on: one axis, named "sp"."""
+"""The device meshes that sequence parallelism runs on.
+
+A 1-D mesh has one axis, "sp", that the video tokens are split over (strategies "ulysses",
+"allgather_kv" and "ring"). A 2-D mesh for strategy "usp" has axes ("ring", "ulysses"): the tokens
+are split over both (block `r * U + u` on device `(r, u)`), heads are exchanged inside the minor
+"ulysses" axis (consecutive devices, so one node) and K/V blocks rotate along the "ring" axis.
+"""
+
+import math
 
 import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh
 
 SP_AXIS = "sp"
+RING_AXIS = "ring"
+ULYSSES_AXIS = "ulysses"
+USP_AXES = (RING_AXIS, ULYSSES_AXIS)
+SequenceAxes = str | tuple[str, ...]  # the mesh axis (or axes, major first) the video tokens are split over
 
 
-def make_mesh(n: int, axis_name: str = SP_AXIS) -> Mesh:
-    """A 1-D mesh over the first `n` devices (all processes' devices in a multi-process run).
+def make_mesh(n: int, axis_name: str = SP_AXIS, *, ulysses: int | None = None) -> Mesh:
+    """A mesh over the first `n` devices (all processes' devices in a multi-process run).
 
-    Raises `ValueError` if fewer than `n` devices are present. The axis type is Auto, so arrays on
-    it need no explicit sharding annotations from the caller.
+    Without `ulysses`: 1-D, axis `axis_name`. With `ulysses=u`: 2-D `(n // u, u)`, axes
+    ("ring", "ulysses"), for `SequenceParallel(..., strategy="usp")`; `u` must divide `n`.
+    Raises `ValueError` if fewer than `n` devices are present. The axis types are Auto, so arrays
+    on it need no explicit sharding annotations from the caller.
     """
     available = jax.device_count()
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"make_mesh: n must be a positive integer, got {n!r}.")
+    if ulysses is not None and (not isinstance(ulysses, int) or ulysses < 1 or n % ulysses):
+        raise ValueError(
+            f"make_mesh: ulysses must be a positive divisor of n={n} (the Ulysses degree of a ring x ulysses "
+            f"mesh), got {ulysses!r}. Use one of {[d for d in range(1, n + 1) if n % d == 0]}."
+        )
     if n > available:
         raise ValueError(
             f"make_mesh: a mesh of {n} devices needs {n} devices but {available} are present "
@@ -26,4 +45,25 @@ def make_mesh(n: int, axis_name: str = SP_AXIS) -> Mesh:
         raise ValueError(
             f"make_mesh: in a {jax.process_count()}-process run the mesh must span all {available} devices, got n={n}."
         )
-    return Mesh(np.asarray(jax.devices()[:n]), (axis_name,), axis_types=(AxisType.Auto,))
+    devices = np.asarray(jax.devices()[:n])
+    if ulysses is None:
+        return Mesh(devices, (axis_name,), axis_types=(AxisType.Auto,))
+    return Mesh(devices.reshape(n // ulysses, ulysses), USP_AXES, axis_types=(AxisType.Auto,) * 2)
+
+
+def sequence_axes(mesh: Mesh) -> SequenceAxes:
+    """ "sp" for a 1-D sequence mesh, ("ring", "ulysses") for a 2-D one. Raises for any other mesh."""
+    if SP_AXIS in mesh.axis_names:
+        return SP_AXIS
+    if all(name in mesh.axis_names for name in USP_AXES):
+        return USP_AXES
+    raise ValueError(
+        f"mesh must have an axis named {SP_AXIS!r} (make_mesh(n) builds one) or the axes {USP_AXES} "
+        f"(make_mesh(n, ulysses=u)), got {mesh.axis_names}."
+    )
+
+
+def sequence_size(mesh: Mesh) -> int:
+    """How many devices the video tokens are split over."""
+    axes = sequence_axes(mesh)
+    return math.prod(mesh.shape[name] for name in ((axes,) if isinstance(axes, str) else axes))

@@ -1,17 +1,17 @@
-"""`SequenceParallel`: run an `LTXModel` with its video tokens split over a mesh axis.
+"""`SequenceParallel`: run an `LTXModel` with its video tokens split over a mesh.
 
 Source: ltx-core's `multigpu/transformer/sequence_parallel.py` (pad, tile, attention manager,
 gather). Differences: one jitted `shard_map` over the whole forward instead of one process per GPU;
 padded video keys are also masked in video-to-audio attention; without a caller mask the padding
 is a key length, never a dense mask; the caller's model is not modified (its parameters are placed
-replicated on the mesh, values unchanged).
+replicated on the mesh, values unchanged); besides ltx-core's Ulysses, the strategies of
+`ltx_jax.parallel.strategies` (all-gather-KV, ring, Ulysses x ring).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Literal, get_args
 
 import jax
 import jax.numpy as jnp
@@ -25,13 +25,12 @@ from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
 from ltx_jax.model.modality import Modality
 from ltx_jax.model.model import LTXModel, validate_inputs
 from ltx_jax.parallel.exchange import ExchangeBackend, exchange_backend
-from ltx_jax.parallel.mesh import SP_AXIS
+from ltx_jax.parallel.mesh import SequenceAxes, sequence_axes, sequence_size
 from ltx_jax.parallel.sharding import gather, sharded_axis, spec_of
-from ltx_jax.parallel.ulysses import UlyssesAttention
+from ltx_jax.parallel.strategies import Strategy, check_layout, sequence_attention
 
 logger = logging.getLogger(__name__)
 
-Strategy = Literal["ulysses"]
 BLOCKS = "transformer_blocks"
 DEFAULT_MAX_TOKENS = 32768
 
@@ -76,7 +75,7 @@ def pad_video(video: Modality, padded: int) -> Modality:
     )
 
 
-def video_specs(video: Modality, axis_name: str) -> Modality:
+def video_specs(video: Modality, axis_name: SequenceAxes) -> Modality:
     """Shard the per-token fields of the (padded) video over `axis_name`; replicate the rest."""
     tokens = video.latent.shape[1]
 
@@ -103,7 +102,7 @@ def replicated_specs(modality: Modality | None) -> Modality | None:
 
 
 class SequenceParallel:
-    """`model` with its video tokens split over `mesh`'s `"sp"` axis (Ulysses attention).
+    """`model` with its video tokens split over `mesh` (Ulysses, all-gather-KV, ring or USP attention).
 
     `sp(video, audio, perturbations)` returns what `model(video, audio, perturbations)` returns,
     for any token count: video tokens are padded to a multiple of the mesh size and the padding is
@@ -113,9 +112,14 @@ class SequenceParallel:
         model: the DiT. Its parameters are placed replicated on the mesh (values unchanged), except
             those `load_checkpoint(..., shard_weights=True)` sharded over it, which stay sharded and
             are gathered block by block inside the forward.
-        mesh: a mesh with an `"sp"` axis (`ltx_jax.parallel.make_mesh(n)`).
-        backend: the head exchange: "all_to_all" (`jax.lax.all_to_all`) or "ffi" (CUDA P2P kernel).
-        strategy: "ulysses", the only one so far.
+        mesh: a mesh with an `"sp"` axis (`ltx_jax.parallel.make_mesh(n)`), or for "usp" one with
+            axes ("ring", "ulysses") (`make_mesh(n, ulysses=u)`).
+        backend: the head exchange: "all_to_all" (`jax.lax.all_to_all`) or "ffi" (CUDA P2P kernel,
+            "ulysses" only).
+        strategy: "ulysses" (heads exchanged over the whole mesh; heads divisible by n),
+            "allgather_kv" (K/V all-gathered), "ring" (K/V blocks rotate; any head count) or "usp"
+            (Ulysses inside the "ulysses" axis, ring across "ring"; heads divisible by u).
+            See docs/sequence-parallel.md for when to use which.
         max_tokens: the largest padded video token count accepted.
     """
 
@@ -128,30 +132,29 @@ class SequenceParallel:
         strategy: Strategy = "ulysses",
         max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> None:
-        if strategy not in get_args(Strategy):
-            raise ValueError(f"strategy must be one of {list(get_args(Strategy))}, got {strategy!r}.")
-        if SP_AXIS not in mesh.axis_names:
-            raise ValueError(f"mesh must have an axis named {SP_AXIS!r} (make_mesh builds one), got {mesh.axis_names}.")
+        check_layout(model.cfg, mesh, strategy, backend)
         self.model = model
         self.mesh = mesh
-        self.mesh_size = mesh.shape[SP_AXIS]
+        self.strategy = strategy
+        self.axes = sequence_axes(mesh)
+        self.mesh_size = sequence_size(mesh)
         self.max_tokens = max_tokens
-        _check_heads(model.cfg, self.mesh_size)
         self._all_to_all = exchange_backend(backend, mesh)
         self._replicated = NamedSharding(mesh, P())
         nnx.update(model, jax.tree.map(self._place_param, nnx.state(model)))
         # nnx.state walks the module graph in Python (~25 ms per 8 blocks): take it once. It holds
         # the model's own Variable objects, so later in-place weight updates are seen.
         self._graphdef, self._state = nnx.split(model)
-        self._state_specs = jax.tree.map(spec_of, self._state)
-        self._flat_specs = {path: spec_of(v.get_value()) for path, v in nnx.to_flat_state(self._state)}
-        self._shard_weights = any(sharded_axis(spec) is not None for spec in self._flat_specs.values())
+        self._state_specs = jax.tree.map(lambda x: spec_of(x, self.axes), self._state)
+        self._flat_specs = {path: spec_of(v.get_value(), self.axes) for path, v in nnx.to_flat_state(self._state)}
+        self._shard_weights = any(sharded_axis(spec, self.axes) is not None for spec in self._flat_specs.values())
         self._sharded = jax.jit(self._sharded_forward, static_argnames=("perturbations",))
         self._replicated_forward = jax.jit(self._plain_forward, static_argnames=("perturbations",))
         logger.info(
-            "SequenceParallel: %s over %d devices, head exchange %r, %s weights",
+            "SequenceParallel: %s over %d devices %s, head exchange %r, %s weights",
             strategy,
             self.mesh_size,
+            dict(mesh.shape),
             backend,
             "sharded" if self._shard_weights else "replicated",
         )
@@ -161,7 +164,7 @@ class SequenceParallel:
         rest is replicated on the mesh."""
         sharding = getattr(x, "sharding", None)
         on_this_mesh = isinstance(sharding, NamedSharding) and sharding.mesh == self.mesh
-        if on_this_mesh and sharded_axis(sharding.spec) is not None:
+        if on_this_mesh and sharded_axis(sharding.spec, self.axes) is not None:
             return x
         return jax.device_put(x, self._replicated)
 
@@ -208,16 +211,16 @@ class SequenceParallel:
     ) -> tuple[jax.Array, jax.Array | None]:
         tokens = video.latent.shape[1]
         video = pad_video(video, padded_length(tokens, self.mesh_size))
-        ulysses = UlyssesAttention(
+        attention = sequence_attention(
+            self.strategy,
+            self.mesh,
             local=self.model.attention_ops.default,
             all_to_all=self._all_to_all,
-            axis_name=SP_AXIS,
-            mesh_size=self.mesh_size,
             valid_tokens=tokens,
             padded_tokens=video.latent.shape[1],
         )
         attention_ops = self.model.attention_ops.with_overrides(
-            attn1=ulysses.video_self_attention, video_to_audio_attn=ulysses.video_to_audio
+            attn1=attention.video_self_attention, video_to_audio_attn=attention.video_to_audio
         )
 
         def local_forward(
@@ -229,12 +232,12 @@ class SequenceParallel:
                 self._gather(model, exclude=BLOCKS)
                 blocks = [_GatheringBlock(block, self, (BLOCKS, i)) for i, block in enumerate(model.transformer_blocks)]
             vx, ax = model.forward(video, audio, perturbations, attention_ops=attention_ops, blocks=blocks)
-            return lax.all_gather(vx, SP_AXIS, axis=1, tiled=True), ax
+            return lax.all_gather(vx, self.axes, axis=1, tiled=True), ax
 
         vx, ax = jax.shard_map(
             local_forward,
             mesh=self.mesh,
-            in_specs=(self._state_specs, video_specs(video, SP_AXIS), replicated_specs(audio)),
+            in_specs=(self._state_specs, video_specs(video, self.axes), replicated_specs(audio)),
             out_specs=(P(), P()),
             check_vma=False,
         )(state, video, audio)
@@ -245,8 +248,8 @@ class SequenceParallel:
         state = nnx.state(module)
         for path, variable in nnx.to_flat_state(state):
             spec = self._flat_specs[prefix + path]
-            if path[0] != exclude and sharded_axis(spec) is not None:
-                variable.set_value(gather(variable.get_value(), spec))
+            if path[0] != exclude and sharded_axis(spec, self.axes) is not None:
+                variable.set_value(gather(variable.get_value(), spec, self.axes))
         nnx.update(module, state)
 
 
@@ -260,16 +263,3 @@ class _GatheringBlock:
     def __call__(self, *args: object) -> tuple:
         self.sp._gather(self.block, self.prefix)
         return self.block(*args)
-
-
-def _check_heads(cfg: object, mesh_size: int) -> None:
-    """Ulysses gives each device heads/n heads of video self-attention and of video-to-audio attention."""
-    streams = [("num_attention_heads", cfg.num_attention_heads)] if cfg.has_video else []
-    if cfg.has_video and cfg.has_audio:
-        streams.append(("audio_num_attention_heads", cfg.audio_num_attention_heads))
-    for name, heads in streams:
-        if heads % mesh_size:
-            raise ValueError(
-                f"{name} ({heads}) must be divisible by the mesh size ({mesh_size}): Ulysses gives each device "
-                f"{name}/{mesh_size} heads. Use a mesh size that divides {heads}."
-            )

@@ -1,8 +1,8 @@
-"""Where parameters live on the mesh: replicated (what Ulysses needs), or sharded FSDP-style.
+"""Where parameters live on the mesh: replicated (what the strategies need), or sharded FSDP-style.
 
-FSDP-style: each parameter is split over the `"sp"` axis along its largest axis that the mesh size
-divides (parameters with no such axis stay replicated), and gathered back whole right before the
-block that uses it runs.
+FSDP-style: each parameter is split over the sequence axes (`"sp"`, or `("ring", "ulysses")` of a
+2-D mesh, i.e. over every device) along its largest axis that the device count divides (parameters
+with no such axis stay replicated), and gathered back whole right before the block that uses it runs.
 """
 
 import jax
@@ -10,10 +10,10 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ltx_jax.parallel.mesh import SP_AXIS
+from ltx_jax.parallel.mesh import SP_AXIS, SequenceAxes, sequence_axes, sequence_size
 
 
-def fsdp_spec(shape: tuple[int, ...], mesh_size: int, axis_name: str = SP_AXIS) -> P:
+def fsdp_spec(shape: tuple[int, ...], mesh_size: int, axis_name: SequenceAxes = SP_AXIS) -> P:
     """`P(..., axis_name, ...)` on the largest axis of `shape` divisible by `mesh_size`; `P()` if none."""
     divisible = [i for i, size in enumerate(shape) if size % mesh_size == 0 and size >= mesh_size]
     if mesh_size == 1 or not divisible:
@@ -23,21 +23,23 @@ def fsdp_spec(shape: tuple[int, ...], mesh_size: int, axis_name: str = SP_AXIS) 
 
 
 def param_sharding(shape: tuple[int, ...], mesh: Mesh, shard_weights: bool) -> NamedSharding:
-    """Replicated, or with `shard_weights` the FSDP split of `fsdp_spec`."""
-    return NamedSharding(mesh, fsdp_spec(shape, mesh.shape[SP_AXIS]) if shard_weights else P())
+    """Replicated, or with `shard_weights` the FSDP split of `fsdp_spec` over the mesh's sequence axes."""
+    if not shard_weights:
+        return NamedSharding(mesh, P())
+    return NamedSharding(mesh, fsdp_spec(shape, sequence_size(mesh), sequence_axes(mesh)))
 
 
-def sharded_axis(spec: P, axis_name: str = SP_AXIS) -> int | None:
+def sharded_axis(spec: P, axis_name: SequenceAxes = SP_AXIS) -> int | None:
     return next((i for i, name in enumerate(spec) if name == axis_name), None)
 
 
-def gather(x: jax.Array, spec: P, axis_name: str = SP_AXIS) -> jax.Array:
+def gather(x: jax.Array, spec: P, axis_name: SequenceAxes = SP_AXIS) -> jax.Array:
     """Inside `shard_map`: the whole parameter from this device's shard of it."""
     axis = sharded_axis(spec, axis_name)
     return x if axis is None else lax.all_gather(x, axis_name, axis=axis, tiled=True)
 
 
-def spec_of(x: jax.Array, axis_name: str = SP_AXIS) -> P:
+def spec_of(x: jax.Array, axis_name: SequenceAxes = SP_AXIS) -> P:
     """The PartitionSpec of a parameter placed by `param_sharding` (replicated for anything else)."""
     sharding = getattr(x, "sharding", None)
     return sharding.spec if isinstance(sharding, NamedSharding) and axis_name in tuple(sharding.spec) else P()

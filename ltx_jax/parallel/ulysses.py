@@ -13,14 +13,7 @@ from jax import lax
 
 from ltx_jax.model.attention import AttentionFn
 from ltx_jax.parallel.exchange import AllToAll, gather_heads, send_heads
-
-
-def _split(x: jax.Array, heads: int) -> jax.Array:
-    return x.reshape(*x.shape[:-1], heads, x.shape[-1] // heads)
-
-
-def _merge(x: jax.Array) -> jax.Array:
-    return x.reshape(*x.shape[:-2], -1)
+from ltx_jax.parallel.layout import key_lengths, merge_heads, split_heads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,9 +37,7 @@ class UlyssesAttention:
     padded_tokens: int
 
     def _key_lengths(self, batch_size: int) -> jax.Array | None:
-        if self.valid_tokens == self.padded_tokens:
-            return None
-        return jnp.full((batch_size,), self.valid_tokens, jnp.int32)
+        return key_lengths(self.valid_tokens, self.padded_tokens, batch_size)
 
     def video_self_attention(
         self, q: jax.Array, k: jax.Array, v: jax.Array, *, heads: int, mask: jax.Array | None = None
@@ -58,11 +49,10 @@ class UlyssesAttention:
         rows the caller masked completely.
         """
         local_heads = heads // self.mesh_size
-        qkv = send_heads(jnp.stack([_split(t, heads) for t in (q, k, v)]), self.all_to_all, self.axis_name)
-        out = self.local(
-            *(_merge(t) for t in qkv), heads=local_heads, mask=mask, key_value_seq_lengths=self._key_lengths(q.shape[0])
-        )
-        return _merge(gather_heads(_split(out, local_heads), self.all_to_all, self.axis_name))
+        qkv = send_heads(jnp.stack([split_heads(t, heads) for t in (q, k, v)]), self.all_to_all, self.axis_name)
+        lengths = self._key_lengths(q.shape[0])
+        out = self.local(*(merge_heads(t) for t in qkv), heads=local_heads, mask=mask, key_value_seq_lengths=lengths)
+        return merge_heads(gather_heads(split_heads(out, local_heads), self.all_to_all, self.axis_name))
 
     def video_to_audio(
         self, q: jax.Array, k: jax.Array, v: jax.Array, *, heads: int, mask: jax.Array | None = None
@@ -76,13 +66,13 @@ class UlyssesAttention:
             raise ValueError("video-to-audio attention takes no mask in LTX-2; got one.")
         local_heads = heads // self.mesh_size
         rank = lax.axis_index(self.axis_name)
-        q_local = lax.dynamic_slice_in_dim(_split(q, heads), rank * local_heads, local_heads, axis=-2)
-        kv = send_heads(jnp.stack([_split(k, heads), _split(v, heads)]), self.all_to_all, self.axis_name)
+        q_local = lax.dynamic_slice_in_dim(split_heads(q, heads), rank * local_heads, local_heads, axis=-2)
+        kv = send_heads(jnp.stack([split_heads(k, heads), split_heads(v, heads)]), self.all_to_all, self.axis_name)
         out = self.local(
-            _merge(q_local),
-            _merge(kv[0]),
-            _merge(kv[1]),
+            merge_heads(q_local),
+            merge_heads(kv[0]),
+            merge_heads(kv[1]),
             heads=local_heads,
             key_value_seq_lengths=self._key_lengths(q.shape[0]),
         )
-        return _merge(lax.all_gather(_split(out, local_heads), self.axis_name, axis=-2, tiled=True))
+        return merge_heads(lax.all_gather(split_heads(out, local_heads), self.axis_name, axis=-2, tiled=True))

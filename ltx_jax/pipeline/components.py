@@ -19,9 +19,10 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
+from ltx_jax.config import LTXConfig
 from ltx_jax.convert.checkpoint import load_checkpoint
-from ltx_jax.convert.dit_tensors import Lora
-from ltx_jax.convert.safetensors_file import SafetensorsFile, parse_metadata_json
+from ltx_jax.convert.dit_tensors import Lora, checkpoint_config
+from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors, parse_metadata_json
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import audio_vae, upsampler, video_vae
 from ltx_jax.model.model import LTXModel
@@ -47,21 +48,11 @@ class Assembly:
     description: str
 
 
-class LazyTensor:
-    """A checkpoint tensor read only when converted to an array (selectors touch `.shape` only)."""
-
-    def __init__(self, file: SafetensorsFile, key: str) -> None:
-        self.file, self.key, self.shape = file, key, file.info(key).shape
-
-    def __array__(self, dtype: np.dtype | None = None, copy: bool | None = None) -> np.ndarray:
-        array = self.file.read(self.key)
-        return array if dtype is None else array.astype(dtype)
-
-
-def lazy_tensors(path: Path) -> tuple[dict[str, LazyTensor], dict[str, Any]]:
+def checkpoint_tensors(path: Path) -> tuple[dict[str, LazyTensor], dict[str, Any]]:
+    """A safetensors file's tensors (read on use) and its parsed `config` metadata."""
     file = SafetensorsFile(path)
     config = parse_metadata_json(file.metadata, "config") if "config" in file.metadata else {}
-    return {key: LazyTensor(file, key) for key in file.keys()}, config
+    return lazy_tensors(file), config
 
 
 def build(args: argparse.Namespace, mesh: Mesh) -> Assembly:
@@ -150,15 +141,24 @@ def image_encoder(encoder: nnx.Module, dtype: jnp.dtype) -> Callable[[Any, int, 
     return encode_image
 
 
-def from_checkpoint(args: argparse.Namespace, mesh: Mesh) -> Assembly:
-    tensors, config = (
-        lazy_tensors(args.checkpoint_path) if str(args.checkpoint_path).endswith(".safetensors") else ({}, {})
-    )
-    if not tensors:
+def model_config(args: argparse.Namespace) -> LTXConfig:
+    """The DiT's config from the checkpoint's header (or the embedded default's), without loading weights."""
+    if args.checkpoint_path is None:
+        from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG  # noqa: PLC0415 - embedded.py builds on this module
+
+        return LTXConfig.from_metadata(EMBEDDED_CONFIG)
+    if not str(args.checkpoint_path).endswith(".safetensors") or not Path(args.checkpoint_path).is_file():
         raise ValueError(
             f"--checkpoint-path {args.checkpoint_path} must be an official LTX-2 .safetensors file (it also holds "
             "the VAEs and the vocoder the pipeline decodes with)."
         )
+    cfg, _ = checkpoint_config(SafetensorsFile(args.checkpoint_path), None)
+    return cfg
+
+
+def from_checkpoint(args: argparse.Namespace, mesh: Mesh) -> Assembly:
+    model_config(args)  # the same file checks as the preflight
+    tensors, config = checkpoint_tensors(args.checkpoint_path)
     dtype = jnp.dtype(args.dtype)
     model, cfg = load_checkpoint(args.checkpoint_path, mesh=mesh, dtype=dtype)
     stage_2 = None
@@ -207,7 +207,9 @@ def _gemma_prompt_encoder(
         config,
         tensors,
         mesh=mesh if mesh.size > 1 else None,
-        cache_dir=args.prompt_cache_dir,
+        # Cache hits are per process: with several processes one could skip a Gemma forward whose weights
+        # span all of them and hang the others, so the cache is used only in single-process runs.
+        cache_dir=args.prompt_cache_dir if jax.process_count() == 1 else None,
         ltx_checkpoint_path=args.checkpoint_path,
     )
 
@@ -223,7 +225,7 @@ def _checkpoint_upsampler(args: argparse.Namespace, video_decoder: nnx.Module, d
         if args.pipeline != "one-stage":
             raise ValueError(f"--pipeline {args.pipeline} needs --spatial-upsampler-path (the 2x latent upsampler).")
         return None
-    tensors, config = lazy_tensors(args.spatial_upsampler_path)
+    tensors, config = checkpoint_tensors(args.spatial_upsampler_path)
     model = nnx.eval_shape(
         lambda: upsampler.LatentUpsamplerConfigurator.from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype)
     )

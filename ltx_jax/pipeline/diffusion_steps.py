@@ -30,8 +30,8 @@ def post_process_latent(denoised: jax.Array, denoise_mask: jax.Array, clean: jax
 def add_noise(state: LatentState, noise: jax.Array, noise_scale: float | jax.Array = 1.0) -> LatentState:
     """`GaussianNoiser`: `noise * m + latent * (1 - m)` with `m = denoise_mask * noise_scale`.
 
-    `noise` is drawn by the caller (`jax.random.normal(key, latent.shape, latent.dtype)`) so that one
-    seed gives the same noise on any mesh and in any process.
+    `noise` is drawn by the caller (`stages.py`: float32 `jax.random.normal` cast to the latent dtype)
+    so that one seed gives the same noise on any mesh and in any process.
     """
     scaled_mask = state.denoise_mask.astype(jnp.float32) * noise_scale
     latent = noise * scaled_mask + state.latent * (1 - scaled_mask)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ltx_jax.parallel import SequenceParallel, make_mesh
 from ltx_jax.pipeline import components as component_builders
+from ltx_jax.pipeline.embedded import EMBEDDED_DEFAULTS
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
 from ltx_jax.pipeline.media_io import write_mp4
 from ltx_jax.pipeline.pipelines import ImageCondition, Request, generate, validate
@@ -54,8 +55,8 @@ def check_same_arguments(args: argparse.Namespace) -> None:
         multihost_utils.assert_equal(digest)
     except AssertionError:
         raise ValueError(
-            f"process {jax.process_index()} was given different generation arguments than process 0: start "
-            "every process with the same flags (only --process-id and the output paths may differ)."
+            "the processes were given different generation arguments: start every process with the same flags "
+            "(only --process-id and the output paths may differ)."
         ) from None
 
 
@@ -91,46 +92,100 @@ def load_prompt_embeddings(path: Path) -> tuple[PromptEmbeddings, PromptEmbeddin
 
 def build_request(args: argparse.Namespace, assembly: Any) -> Request:  # noqa: ANN401
     defaults = assembly.defaults
+    video = guidance_params(args, "video", "a2v", defaults["stg_blocks"])
+    audio = guidance_params(args, "audio", "v2a", defaults["stg_blocks"])
+    # The distilled flow runs without guidance; otherwise CFG needs the negative prompt.
+    needs_negative = args.pipeline != "distilled" and (
+        video.do_unconditional_generation() or audio.do_unconditional_generation()
+    )
     if args.prompt_embeddings is not None:
         prompt, negative = load_prompt_embeddings(args.prompt_embeddings)
     elif assembly.encode_prompt is not None:
-        prompt, negative = assembly.encode_prompt(args.prompt), assembly.encode_prompt(args.negative_prompt)
+        prompt = assembly.encode_prompt(args.prompt)
+        negative = assembly.encode_prompt(args.negative_prompt) if needs_negative else None
     else:
         raise ValueError(
             "A checkpoint run needs the prompt encoded: pass --gemma-root GEMMA_DIR (Gemma 3 weights and "
             "tokenizer), or --prompt-embeddings FILE.npz with the video/audio contexts (and "
             "negative_video/negative_audio for guidance)."
         )
-    video = guidance_params(args, "video", "a2v", defaults["stg_blocks"])
-    audio = guidance_params(args, "audio", "v2a", defaults["stg_blocks"])
-    guided = video.do_unconditional_generation() or audio.do_unconditional_generation()
-    if guided and negative is None:
+    if needs_negative and negative is None:
         raise ValueError(
             "CFG needs the negative prompt's embeddings: add negative_video/negative_audio to --prompt-embeddings, "
             "or pass --video-cfg-guidance-scale 1 --audio-cfg-guidance-scale 1."
         )
+    return dataclasses.replace(
+        sized_request(args, defaults),
+        prompt=prompt,
+        num_inference_steps=args.num_inference_steps or defaults["num_inference_steps"],
+        guidance=Guidance(video, audio, negative),
+    )
+
+
+def sized_request(args: argparse.Namespace, defaults: dict[str, Any]) -> Request:
+    """The request's sizes, images and seed from the flags (no prompt yet)."""
     images = tuple(ImageCondition(path, int(frame), float(strength)) for path, frame, strength in args.image)
     return Request(
-        prompt=prompt,
+        prompt=PromptEmbeddings(None, None),
         height=args.height or defaults["height"],
         width=args.width or defaults["width"],
         num_frames=args.num_frames or defaults["num_frames"],
         frame_rate=args.frame_rate,
         seed=args.seed,
-        num_inference_steps=args.num_inference_steps or defaults["num_inference_steps"],
-        guidance=Guidance(video, audio, negative),
         images=images,
         max_batch_size=args.max_batch_size,
     )
 
 
+_CHECKPOINT_ONLY = {
+    "gemma_root": "--gemma-root",
+    "prompt_cache_dir": "--prompt-cache-dir",
+    "prompt_embeddings": "--prompt-embeddings",
+    "spatial_upsampler_path": "--spatial-upsampler-path",
+    "distilled_lora": "--distilled-lora",
+}
+
+
+def preflight(args: argparse.Namespace) -> None:
+    """Everything that can be refused before loading anything: flags that do not apply to this run,
+    the sizes, the images, and the mesh against the model's heads (read from the config alone)."""
+    if args.checkpoint_path is None:
+        given = [flag for name, flag in _CHECKPOINT_ONLY.items() if getattr(args, name)]
+        given += ["--dtype"] if args.dtype != "bfloat16" else []
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} apply to --checkpoint-path runs; the embedded default builds its own tiny "
+                "float32 models. Add --checkpoint-path, or drop them."
+            )
+    if args.pipeline == "distilled" and (args.distilled_lora or args.num_inference_steps):
+        raise ValueError(
+            "--pipeline distilled runs fixed sigmas (8 + 3 steps) on the distilled checkpoint itself: drop "
+            "--distilled-lora and --num-inference-steps (the two-stage flow takes them)."
+        )
+    defaults = component_builders.CHECKPOINT_DEFAULTS if args.checkpoint_path else EMBEDDED_DEFAULTS
+    validate(sized_request(args, defaults), args.pipeline)
+    for path, _, _ in args.image:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"--image {path} does not exist.")
+    cfg = component_builders.model_config(args)
+    for name, heads in (
+        ("num_attention_heads", cfg.num_attention_heads),
+        ("audio_num_attention_heads", cfg.audio_num_attention_heads),
+    ):
+        if heads % args.mesh:
+            raise ValueError(
+                f"{name} ({heads}) must be divisible by the mesh size ({args.mesh}): Ulysses gives each device "
+                f"{name}/{args.mesh} heads. Use a --mesh that divides {heads}."
+            )
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Generates per `args` (see scripts/generate.py); returns the summary."""
     check_same_arguments(args)
+    preflight(args)
     mesh = make_mesh(args.mesh)
     assembly = component_builders.build(args, mesh)
     request = build_request(args, assembly)
-    validate(request, args.pipeline)
     timed = TimedForward(SequenceParallel(assembly.model, mesh, backend=args.backend))
     stage_2 = None
     if assembly.stage_2_model is not None:
@@ -139,15 +194,33 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     start = time.perf_counter()
     video_latent, audio_latent = generate(parts, request, args.pipeline)
     denoise_s = time.perf_counter() - start
-    frames = assembly.decode_video(video_latent)
-    waveform, sample_rate = assembly.decode_audio(audio_latent) if audio_latent is not None else (None, 0)
-    if jax.process_index() == 0:
-        args.output_path.parent.mkdir(parents=True, exist_ok=True)
-        write_mp4(args.output_path, frames, request.frame_rate, waveform, sample_rate)
-        if args.save_latents is not None:
-            latents = {"video": video_latent, "audio": audio_latent}
-            np.savez(args.save_latents, **{k: np.asarray(v, np.float32) for k, v in latents.items() if v is not None})
-    return summary(args, assembly, request, [timed, stage_2], frames, waveform, sample_rate, denoise_s)
+    waveform, sample_rate = None, 0
+    if jax.process_index() == 0:  # the others computed the same latents; only process 0 decodes and writes
+        frames = assembly.decode_video(video_latent)
+        if audio_latent is not None:
+            waveform, sample_rate = assembly.decode_audio(audio_latent)
+        write_outputs(args, request, frames, waveform, sample_rate, (video_latent, audio_latent))
+    return summary(args, assembly, request, [timed, stage_2], waveform, sample_rate, denoise_s)
+
+
+def write_outputs(
+    args: argparse.Namespace,
+    request: Request,
+    frames: np.ndarray,
+    waveform: np.ndarray | None,
+    sample_rate: int,
+    latents: tuple[jax.Array | None, jax.Array | None],
+) -> None:
+    args.output_path.parent.mkdir(parents=True, exist_ok=True)
+    write_mp4(args.output_path, frames, request.frame_rate, waveform, sample_rate)
+    if args.save_latents is not None:
+        args.save_latents.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {
+            name: np.asarray(v, np.float32)
+            for name, v in zip(("video", "audio"), latents, strict=True)
+            if v is not None
+        }
+        np.savez(args.save_latents, **arrays)
 
 
 def summary(
@@ -155,7 +228,6 @@ def summary(
     assembly: Any,  # noqa: ANN401
     request: Request,
     forwards: list[TimedForward | None],
-    frames: np.ndarray,
     waveform: np.ndarray | None,
     sample_rate: int,
     denoise_s: float,
@@ -165,12 +237,14 @@ def summary(
         for tokens, seconds in forward.seconds.items():
             warm = seconds[1:] or seconds  # the first call of a shape compiles
             per_shape[tokens] = {"forwards": len(seconds), "median_s": float(np.median(warm))}
+    video = f"{request.width}x{request.height}, {request.num_frames} frames at {request.frame_rate:g} fps"
+    audio = "none" if waveform is None else f"{waveform.shape[-1] / sample_rate:.2f} s at {sample_rate} Hz"
     return {
         "weights": assembly.description,
         "pipeline": args.pipeline,
         "mesh": f"{args.mesh} x {jax.devices()[0].device_kind} ({args.backend})",
-        "video": f"{frames.shape[2]}x{frames.shape[1]}, {frames.shape[0]} frames at {request.frame_rate:g} fps",
-        "audio": "none" if waveform is None else f"{waveform.shape[-1] / sample_rate:.2f} s at {sample_rate} Hz",
+        "video": video,
+        "audio": audio if jax.process_index() == 0 else "(decoded by process 0)",
         "steps": request.num_inference_steps,
         "forwards": per_shape,
         "denoise_s": denoise_s,

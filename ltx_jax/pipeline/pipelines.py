@@ -12,6 +12,7 @@ The components are callables, so the flows run on any mesh and with any decoder 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -31,9 +32,9 @@ FLOWS: tuple[Flow, ...] = ("one-stage", "two-stage", "distilled")
 
 @dataclasses.dataclass(frozen=True)
 class ImageCondition:
-    """An image `(H, W, 3)` uint8 placed at pixel frame `frame_idx`, keeping `strength` of it."""
+    """The image file `image` placed at pixel frame `frame_idx`, keeping `strength` of it."""
 
-    image: np.ndarray
+    image: str | os.PathLike
     frame_idx: int
     strength: float
 
@@ -47,7 +48,8 @@ class Components:
         transformer: velocity DiT `forward(video, audio, perturbations)`.
         stage_2_transformer: the DiT with the distilled LoRA fused (two-stage); None: `transformer`.
         upsample: video latent `(B, C, F, H, W)` -> `(B, C, F, 2H, 2W)`, normalized in and out.
-        encode_image: `(image (H, W, 3) uint8, height, width)` -> latent `(1, C, 1, height/32, width/32)`.
+        encode_image: `(image file, height, width)` -> latent `(1, C, 1, height/32, width/32)` (read,
+            CRF-compressed, resized and encoded as the reference does).
         geometry: latent sizes of the VAEs.
         dtype: latent dtype of the sampler state (the DiT's parameter dtype, as the reference does).
     """
@@ -57,7 +59,7 @@ class Components:
     dtype: jnp.dtype
     stage_2_transformer: Forward | None = None
     upsample: Callable[[jax.Array], jax.Array] | None = None
-    encode_image: Callable[[np.ndarray, int, int], jax.Array] | None = None
+    encode_image: Callable[[str | os.PathLike, int, int], jax.Array] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

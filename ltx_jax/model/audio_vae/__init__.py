@@ -1,7 +1,8 @@
 """LTX-2's audio VAE decoder (latent -> mel) and vocoders (mel -> waveform) as Flax NNX modules.
 
 One file per `ltx_core.model.audio_vae` file (the anti-aliasing part of `vocoder.py` is in
-`anti_alias.py`; the norms of `ltx_core.model.common.normalization` are in `normalization.py`).
+`anti_alias.py`); the norms of `ltx_core.model.common.normalization` are in
+`ltx_jax/model/common/normalization.py`, shared with the video VAE and the upsampler.
 The audio encoder is not ported. See docs/audio.md.
 """
 
@@ -14,9 +15,9 @@ from ltx_jax.model.audio_vae.model_configurator import (
     vocoder_from_config,
     vocoder_state_dict,
 )
-from ltx_jax.model.audio_vae.normalization import NormType
 from ltx_jax.model.audio_vae.ops import Buffer
 from ltx_jax.model.audio_vae.vocoder import MelSTFT, Vocoder, VocoderWithBWE
+from ltx_jax.model.common.normalization import NormType
 
 __all__ = [
     "Audio",

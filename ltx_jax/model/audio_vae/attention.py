@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from ltx_jax.model.audio_vae.normalization import NormType, build_normalization_layer
+from ltx_jax.model.common.normalization import NormType, build_normalization_layer
 from ltx_jax.model.conv import Conv
 from ltx_jax.model.normalization import Identity
 

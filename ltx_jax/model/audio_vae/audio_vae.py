@@ -16,11 +16,11 @@ from flax import nnx, struct
 from ltx_jax.model.audio_vae.attention import AttentionType, make_attn
 from ltx_jax.model.audio_vae.causal_conv_2d import make_conv2d
 from ltx_jax.model.audio_vae.causality_axis import CausalityAxis
-from ltx_jax.model.audio_vae.normalization import NormType, build_normalization_layer
 from ltx_jax.model.audio_vae.ops import PerChannelStatistics
 from ltx_jax.model.audio_vae.resnet import ResnetBlock
 from ltx_jax.model.audio_vae.upsample import build_upsampling_path
 from ltx_jax.model.audio_vae.vocoder import Vocoder, VocoderWithBWE
+from ltx_jax.model.common.normalization import NormType, build_normalization_layer
 
 LATENT_DOWNSAMPLE_FACTOR = 4
 

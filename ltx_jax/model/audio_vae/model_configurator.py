@@ -22,8 +22,8 @@ from flax import nnx
 
 from ltx_jax.model.audio_vae.audio_vae import AudioDecoder
 from ltx_jax.model.audio_vae.causality_axis import CausalityAxis
-from ltx_jax.model.audio_vae.normalization import NormType
 from ltx_jax.model.audio_vae.vocoder import MelSTFT, Vocoder, VocoderWithBWE
+from ltx_jax.model.common.normalization import NormType
 
 DECODER_PREFIX = "audio_vae.decoder."
 STATISTICS_PREFIX = "audio_vae.per_channel_statistics."

@@ -13,7 +13,7 @@ from flax import nnx
 
 from ltx_jax.model.audio_vae.causal_conv_2d import make_conv2d
 from ltx_jax.model.audio_vae.causality_axis import CausalityAxis
-from ltx_jax.model.audio_vae.normalization import NormType, build_normalization_layer
+from ltx_jax.model.common.normalization import NormType, build_normalization_layer
 from ltx_jax.model.conv import Conv, conv_nd
 
 LRELU_SLOPE = 0.1

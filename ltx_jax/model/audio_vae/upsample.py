@@ -15,8 +15,8 @@ from flax import nnx
 from ltx_jax.model.audio_vae.attention import AttentionType, make_attn
 from ltx_jax.model.audio_vae.causal_conv_2d import make_conv2d
 from ltx_jax.model.audio_vae.causality_axis import CausalityAxis
-from ltx_jax.model.audio_vae.normalization import NormType
 from ltx_jax.model.audio_vae.resnet import ResnetBlock
+from ltx_jax.model.common.normalization import NormType
 
 
 class Upsample(nnx.Module):

@@ -12,10 +12,11 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from ltx_jax.model.common.normalization import GroupNorm
 from ltx_jax.model.conv import Conv
 from ltx_jax.model.upsampler.blur_downsample import batch_to_frames, frames_to_batch
 from ltx_jax.model.upsampler.pixel_shuffle import PixelShuffleND
-from ltx_jax.model.upsampler.res_block import GroupNorm, ResBlock
+from ltx_jax.model.upsampler.res_block import ResBlock
 from ltx_jax.model.upsampler.spatial_rational_resampler import SpatialRationalResampler, rational_for_scale
 
 

@@ -9,11 +9,12 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from ltx_jax.model.common.normalization import GroupNorm
 from ltx_jax.model.normalization import Identity
 from ltx_jax.model.timestep_embedding import PixArtAlphaCombinedTimestepSizeEmbeddings
 from ltx_jax.model.video_vae.convolution import CausalConv3d, make_linear_nd
 from ltx_jax.model.video_vae.enums import NormLayerType, PaddingModeType
-from ltx_jax.model.video_vae.normalization import GroupNorm, make_norm
+from ltx_jax.model.video_vae.normalization import make_norm
 
 
 def check_no_noise_injection(inject_noise: bool) -> None:

@@ -53,7 +53,7 @@ class PromptCache:
     def __init__(self, cache_dir: str | os.PathLike, *, checkpoint_id: str, max_length: int) -> None:
         if not checkpoint_id:
             raise ValueError("checkpoint_id must identify the weights (see checkpoint_identity); got an empty string.")
-        self.cache_dir, self.checkpoint_id, self.max_length = Path(cache_dir), checkpoint_id, max_length
+        self.cache_dir, self.checkpoint_id, self.max_length = Path(cache_dir).expanduser(), checkpoint_id, max_length
 
     def path(self, prompt: str) -> Path:
         key = json.dumps([prompt, self.checkpoint_id, self.max_length, CACHE_FORMAT])

@@ -24,12 +24,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
-from ltx_jax.convert.safetensors_file import SafetensorsFile
+from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors
 from ltx_jax.convert.state_dict import expected_keys, mismatch_problems, to_numpy, transpose
 from ltx_jax.parallel.sharding import param_sharding
 from ltx_jax.text_encoders.gemma.encoders.gemma3_config import Gemma3ModelConfig
@@ -133,18 +132,6 @@ def shard_gemma(model: Gemma3TextModel, mesh: Mesh) -> Gemma3TextModel:
     return model
 
 
-class _LazyTensor:
-    """A checkpoint tensor with its shape known and its bytes read only when converted to an array."""
-
-    def __init__(self, file: SafetensorsFile, key: str) -> None:
-        self.file, self.key = file, key
-        self.shape = file.info(key).shape
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:  # noqa: ANN401, ARG002
-        array = self.file.read(self.key)
-        return array if dtype is None else array.astype(dtype)
-
-
 def gemma_weight_paths(gemma_root: str | Path) -> tuple[Path, ...]:
     """Every `*.safetensors` below the folder holding the first `model*.safetensors` (upstream's rule)."""
     root = Path(gemma_root)
@@ -162,12 +149,12 @@ def read_gemma_config(gemma_root: str | Path) -> Gemma3ModelConfig:
     return Gemma3ModelConfig.from_hf_dict(json.loads(path.read_text()))
 
 
-def lazy_gemma_tensors(gemma_root: str | Path) -> dict[str, _LazyTensor]:
+def lazy_gemma_tensors(gemma_root: str | Path) -> dict[str, LazyTensor]:
     """Key -> tensor read on use, over all of the directory's safetensors shards."""
-    tensors: dict[str, _LazyTensor] = {}
+    tensors: dict[str, LazyTensor] = {}
     for path in gemma_weight_paths(gemma_root):
         file = SafetensorsFile(path)
-        tensors.update({key: _LazyTensor(file, key) for key in file.keys()})
+        tensors.update(lazy_tensors(file))
     return tensors
 
 

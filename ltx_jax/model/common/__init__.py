@@ -1,0 +1,1 @@
+"""Modules shared by the VAEs and the upsampler (ltx-core's `model/common`)."""

@@ -1,0 +1,73 @@
+"""Head and token layout helpers shared by the sequence-parallel attention strategies.
+
+Inside `shard_map` the padded video sequence of `T` tokens is split into contiguous equal blocks;
+the pad tokens are the last `T - valid` of the whole sequence.
+"""
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+def split_heads(x: jax.Array, heads: int) -> jax.Array:
+    """`(..., H*D)` -> `(..., H, D)`."""
+    return x.reshape(*x.shape[:-1], heads, x.shape[-1] // heads)
+
+
+def merge_heads(x: jax.Array) -> jax.Array:
+    """`(..., H, D)` -> `(..., H*D)`."""
+    return x.reshape(*x.shape[:-2], -1)
+
+
+def key_lengths(valid_tokens: int, padded_tokens: int, batch_size: int) -> jax.Array | None:
+    """`(B,)` key lengths that drop the pad keys of the whole padded sequence; None without padding."""
+    if valid_tokens == padded_tokens:
+        return None
+    return jnp.full((batch_size,), valid_tokens, jnp.int32)
+
+
+def as_bias4d(mask: jax.Array | None) -> jax.Array | None:
+    """A 2-D/3-D/4-D additive bias as `(B|1, H|1, Tq|1, Tk|1)`, the way SDPA broadcasts it."""
+    if mask is None:
+        return None
+    return mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+
+
+def bias_block(bias: jax.Array | None, start: jax.Array, size: int, axis: int) -> jax.Array | None:
+    """`bias[..., start:start+size, ...]` along `axis` (-2 queries, -1 keys); a broadcast axis stays 1."""
+    if bias is None or bias.shape[axis] == 1:
+        return bias
+    return lax.dynamic_slice_in_dim(bias, start, size, axis=axis)
+
+
+def pad_key_bias(
+    bias: jax.Array | None, key_start: jax.Array, block: int, valid_tokens: int, padded_tokens: int
+) -> jax.Array | None:
+    """The bias of the key block `[key_start, key_start + block)` with its pad keys at -inf.
+
+    `bias` is the caller's bias already cut to this key block (or None). -inf, not the caller's
+    finite minimum, so a pad key weighs exactly zero even in rows the caller masked completely. No
+    padding and no caller bias: None; padding only: `(1, 1, 1, block)`, O(T / n).
+    """
+    if valid_tokens == padded_tokens:
+        return bias
+    valid = (key_start + jnp.arange(block) < valid_tokens)[None, None, None, :]
+    return jnp.where(valid, jnp.zeros((), jnp.float32) if bias is None else bias, -jnp.inf)
+
+
+def uniform_masked_rows(q: jax.Array, bias: jax.Array | None, valid_tokens: int) -> tuple[jax.Array, jax.Array | None]:
+    """Rewrites the query rows the caller masked completely, for blockwise (log-sum-exp) attention.
+
+    On one device such a row (every real key at the bias' finite minimum) attends uniformly to the
+    real keys: `q.k` vanishes next to the minimum. Split into key blocks, each block's log-sum-exp
+    rounds to that minimum and loses its key count, so the merge would weigh blocks, not keys.
+    Zero query and zero bias give the same uniform row with exact log-sum-exps.
+
+    `q` `(B, Tq, H, D)`, `bias` `(B|1, 1, Tq|1, T)` over all keys (pad keys at the end).
+    """
+    if bias is None or bias.shape[-1] == 1:
+        return q, bias
+    real = jnp.arange(bias.shape[-1]) < valid_tokens
+    masked = jnp.all(jnp.where(real, bias <= jnp.finfo(bias.dtype).min, True), axis=-1, keepdims=True)
+    q = jnp.where(jnp.moveaxis(masked, 1, 2), jnp.zeros((), q.dtype), q)  # (B|1, Tq|1, 1, 1)
+    return q, jnp.where(masked, jnp.zeros((), bias.dtype), bias)
