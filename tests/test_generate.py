@@ -17,6 +17,7 @@ from PIL import Image
 
 import ltx_jax
 from ltx_jax.convert.state_dict import expected_keys
+from ltx_jax.model.upsampler import LatentUpsamplerConfigurator
 from ltx_jax.parallel import SequenceParallel, make_mesh
 from ltx_jax.pipeline import components, embedded, generate_cli, pipelines
 
@@ -141,11 +142,10 @@ def exported(module, prefix, statistics_prefix=None):
     return tensors
 
 
-def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path):
-    """--checkpoint-path + --prompt-embeddings: the embedded default's weights written as an official
-    single-file checkpoint (DiT, video VAE, audio VAE, vocoder under their prefixes) generate the same
-    latents as the in-memory embedded run."""
-    seed, config = 10, json.loads(json.dumps(embedded.EMBEDDED_CONFIG))
+def write_tiny_checkpoint(tmp_path, seed=10):
+    """The embedded default's weights as an official single-file checkpoint (DiT, video VAE, audio VAE,
+    vocoder under their prefixes) and its prompt embeddings as an .npz; returns both paths."""
+    config = json.loads(json.dumps(embedded.EMBEDDED_CONFIG))
     model = ltx_jax.LTXModel(ltx_jax.LTXConfig.from_metadata(config), rngs=nnx.Rngs(seed))
     video_decoder, audio_decoder, vocoder = components.decoder_modules(config, None, seed, np.float32)
     tensors = {
@@ -161,6 +161,12 @@ def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path):
     embeddings = tmp_path / "prompt.npz"
     np.savez(embeddings, video=prompt.video, audio=prompt.audio, negative_video=negative.video,
              negative_audio=negative.audio)  # fmt: skip
+    return checkpoint, embeddings
+
+
+def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path):
+    """--checkpoint-path + --prompt-embeddings generate the same latents as the in-memory embedded run."""
+    checkpoint, embeddings = write_tiny_checkpoint(tmp_path)
     common = ["--mesh", "8", "--num-inference-steps", "3", "--height", "64", "--width", "96", "--num-frames", "9"]
     runs = {}
     for name, extra in (
@@ -177,3 +183,33 @@ def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path):
         reference = runs["embedded"][stream]
         error = np.abs(runs["checkpoint"][stream] - reference).max() / np.abs(reference).max()
         assert error <= SP_TOLERANCE, f"{stream}: {error:.2e}"
+
+
+def test_two_stage_from_files_with_upsampler_and_distilled_lora(tmp_path):
+    """--pipeline two-stage from files: the DiT checkpoint, a spatial upsampler file (its config in the
+    metadata) and a distilled LoRA fused into the stage-2 DiT, which then differs from stage 1's."""
+    checkpoint, embeddings = write_tiny_checkpoint(tmp_path)
+    upsampler = LatentUpsamplerConfigurator.from_config(embedded.EMBEDDED_UPSAMPLER, rngs=nnx.Rngs(3))
+    upsampler_file = tmp_path / "upsampler.safetensors"
+    config = {"_class_name": "LatentUpsampler", **embedded.EMBEDDED_UPSAMPLER}
+    safetensors.numpy.save_file(exported(upsampler, ""), upsampler_file, metadata={"config": json.dumps(config)})
+    rng, module = np.random.default_rng(0), "transformer_blocks.0.attn1.to_q"
+    lora = {
+        f"diffusion_model.{module}.lora_A.weight": rng.standard_normal((4, 64)).astype(np.float32),
+        f"diffusion_model.{module}.lora_B.weight": rng.standard_normal((64, 4)).astype(np.float32),
+    }
+    safetensors.numpy.save_file(lora, tmp_path / "lora.safetensors")
+    out = tmp_path / "two_stage.mp4"
+    args = generate.parse_args(
+        ["--mesh", "8", "--pipeline", "two-stage", "--height", "128", "--width", "128", "--num-frames", "9",
+         "--num-inference-steps", "2", "--checkpoint-path", str(checkpoint), "--prompt-embeddings", str(embeddings),
+         "--dtype", "float32", "--spatial-upsampler-path", str(upsampler_file), "--distilled-lora",
+         str(tmp_path / "lora.safetensors"), "0.5", "--output-path", str(out)]
+    )  # fmt: skip
+    assembly = components.build(args, make_mesh(8))
+    stage_1 = np.asarray(assembly.model.transformer_blocks[0].attn1.to_q.kernel[...])
+    stage_2 = np.asarray(assembly.stage_2_model.transformer_blocks[0].attn1.to_q.kernel[...])
+    assert float(np.abs(stage_2 - stage_1).max()) > 0.1  # the LoRA is fused into stage 2 only
+    info = generate_cli.run(args)
+    assert probe(out)[:3] == (9, (128, 128), 24.0)
+    assert set(info["forwards"]) == {8, 32}
