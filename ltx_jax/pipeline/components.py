@@ -102,8 +102,7 @@ def decoder_callables(
     overlapping by 24), spread over this process's devices of the mesh; without, in one pass.
     """
     decode = jitted(video_decoder, lambda m, latent, key: m(latent, key=key))
-    audio = jitted(audio_decoder, lambda m, latent: m(latent))
-    voice = jitted(vocoder, lambda m, mel: m(mel))
+    decode_waveform = nnx.jit(audio_vae.decode_audio)  # runs once per generation: nnx.jit's overhead is moot
 
     def decode_video(latent: jax.Array) -> np.ndarray:
         key = jax.random.key(seed)
@@ -114,8 +113,8 @@ def decoder_callables(
         return video_to_uint8(np.asarray(video, np.float32)[0])
 
     def decode_audio(latent: jax.Array) -> tuple[np.ndarray, int]:
-        waveform = np.asarray(voice(audio(latent.astype(jnp.float32))), np.float32)[0]
-        return waveform, vocoder.output_sampling_rate
+        audio = decode_waveform(latent[:1].astype(jnp.float32), audio_decoder, vocoder)
+        return np.asarray(audio.waveform, np.float32), audio.sampling_rate
 
     return decode_video, decode_audio
 
