@@ -38,6 +38,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run = parser.add_argument_group("run")
     run.add_argument("--mesh", type=int, default=1, help="devices on the sequence-parallel axis (default 1)")
     run.add_argument("--backend", choices=["all_to_all", "ffi"], default="all_to_all", help="head exchange")
+    run.add_argument(
+        "--strategy", choices=["ulysses", "allgather_kv", "ring", "usp"], default="ulysses", help="context parallelism"
+    )
+    run.add_argument("--ulysses-degree", type=int, default=8, help="with --strategy usp: devices per Ulysses group")
     run.add_argument("--cpu", action="store_true", help="simulated CPU devices even if a GPU is present")
     run.add_argument("--max-batch-size", type=int, default=None, help="guidance passes per forward (default: all)")
     run.add_argument("--output-path", type=Path, default=Path("output.mp4"), help="mp4 to write (default output.mp4)")

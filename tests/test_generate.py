@@ -213,3 +213,19 @@ def test_two_stage_from_files_with_upsampler_and_distilled_lora(tmp_path):
     info = generate_cli.run(args)
     assert probe(out)[:3] == (9, (128, 128), 24.0)
     assert set(info["forwards"]) == {8, 32}
+
+
+def test_context_parallel_strategies_generate_the_same_latents(tmp_path):
+    """--strategy ring and --strategy usp (2 x 4 mesh) give the Ulysses run's latents."""
+    small = ["--mesh", "8", "--num-inference-steps", "2", "--height", "64", "--width", "96", "--num-frames", "9"]
+    latents = {}
+    for strategy in ("ulysses", "ring", "usp"):
+        path = tmp_path / f"{strategy}.npz"
+        argv = [*small, "--strategy", strategy, "--ulysses-degree", "4", "--save-latents", str(path)]
+        generate_cli.run(generate.parse_args([*argv, "--output-path", str(tmp_path / f"{strategy}.mp4")]))
+        latents[strategy] = np.load(path)
+    for strategy in ("ring", "usp"):
+        for stream in ("video", "audio"):
+            reference = latents["ulysses"][stream]
+            error = np.abs(latents[strategy][stream] - reference).max() / np.abs(reference).max()
+            assert error <= SP_TOLERANCE, f"{strategy} {stream}: {error:.2e}"

@@ -17,8 +17,10 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.sharding import Mesh
 
 from ltx_jax.parallel import SequenceParallel, make_mesh
+from ltx_jax.parallel.strategies import check_layout
 from ltx_jax.pipeline import components as component_builders
 from ltx_jax.pipeline.embedded import EMBEDDED_DEFAULTS
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
@@ -146,9 +148,10 @@ _CHECKPOINT_ONLY = {
 }
 
 
-def preflight(args: argparse.Namespace) -> None:
+def preflight(args: argparse.Namespace) -> Mesh:
     """Everything that can be refused before loading anything: flags that do not apply to this run,
-    the sizes, the images, and the mesh against the model's heads (read from the config alone)."""
+    the sizes, the images, and the mesh and strategy against the model's heads (read from the config
+    alone). Returns the mesh."""
     if args.checkpoint_path is None:
         given = [flag for name, flag in _CHECKPOINT_ONLY.items() if getattr(args, name)]
         given += ["--dtype"] if args.dtype != "bfloat16" else []
@@ -167,29 +170,22 @@ def preflight(args: argparse.Namespace) -> None:
     for path, _, _ in args.image:
         if not Path(path).is_file():
             raise FileNotFoundError(f"--image {path} does not exist.")
-    cfg = component_builders.model_config(args)
-    for name, heads in (
-        ("num_attention_heads", cfg.num_attention_heads),
-        ("audio_num_attention_heads", cfg.audio_num_attention_heads),
-    ):
-        if heads % args.mesh:
-            raise ValueError(
-                f"{name} ({heads}) must be divisible by the mesh size ({args.mesh}): Ulysses gives each device "
-                f"{name}/{args.mesh} heads. Use a --mesh that divides {heads}."
-            )
+    mesh = make_mesh(args.mesh, ulysses=args.ulysses_degree if args.strategy == "usp" else None)
+    check_layout(component_builders.model_config(args), mesh, args.strategy, args.backend)
+    return mesh
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Generates per `args` (see scripts/generate.py); returns the summary."""
     check_same_arguments(args)
-    preflight(args)
-    mesh = make_mesh(args.mesh)
+    mesh = preflight(args)
     assembly = component_builders.build(args, mesh)
     request = build_request(args, assembly)
-    timed = TimedForward(SequenceParallel(assembly.model, mesh, backend=args.backend))
+    options = {"backend": args.backend, "strategy": args.strategy}
+    timed = TimedForward(SequenceParallel(assembly.model, mesh, **options))
     stage_2 = None
     if assembly.stage_2_model is not None:
-        stage_2 = TimedForward(SequenceParallel(assembly.stage_2_model, mesh, backend=args.backend))
+        stage_2 = TimedForward(SequenceParallel(assembly.stage_2_model, mesh, **options))
     parts = dataclasses.replace(assembly.components, transformer=timed, stage_2_transformer=stage_2)
     start = time.perf_counter()
     video_latent, audio_latent = generate(parts, request, args.pipeline)
@@ -242,7 +238,7 @@ def summary(
     return {
         "weights": assembly.description,
         "pipeline": args.pipeline,
-        "mesh": f"{args.mesh} x {jax.devices()[0].device_kind} ({args.backend})",
+        "mesh": f"{args.mesh} x {jax.devices()[0].device_kind} ({args.strategy}, {args.backend})",
         "video": video,
         "audio": audio if jax.process_index() == 0 else "(decoded by process 0)",
         "steps": request.num_inference_steps,
