@@ -1,8 +1,9 @@
 """The models a generation uses, built from a checkpoint or as the embedded tiny default.
 
-Both paths go through the same configurators: the embedded default is a checkpoint `config` dict
-(`EMBEDDED_CONFIG`) with random weights, so `python scripts/generate.py` exercises the code a real
-checkpoint runs. Decoders run jitted on one device, after the DiT has finished.
+Both paths go through the same configurators: the embedded default (`embedded.py`) is a checkpoint
+`config` dict with random weights, so `python scripts/generate.py` exercises the code a real
+checkpoint runs. Decoders run after the DiT has finished, on process 0: jitted on one device, or a
+checkpoint's video in tiles spread over the process's devices of the mesh.
 """
 
 from __future__ import annotations
