@@ -1,4 +1,5 @@
-// Peer-to-peer all-to-all: kernels, communicators and launch. Protocol (per exchange, per rank r):
+// Peer-to-peer all-to-all: launch and errors (kernels: all2all_kernels.cuh; communicators:
+// all2all_comm.cu). Protocol (per exchange, per rank r):
 //   1. SendKernel: block b serves target t = b % n. It copies x's chunk for t into slot (seq & 1)
 //      of rank t, already in the output layout, then adds 1 to t's arrival counter for source r
 //      (release, system scope). Block 0 then waits until every source s has added its blocks for
@@ -11,13 +12,12 @@
 // p. Two slots (ping-pong) are therefore enough, with no extra handshake.
 // A barrier that waits past the timeout records who waited for whom (host-mapped), marks every
 // rank of the group dead (later kernels skip their work and poison outputs with NaN bytes) and
-// returns; it never traps, so the CUDA context survives and the host reports the error.
+// returns; it never traps, so the CUDA context survives and the host reports the error. The dead
+// flags live in each rank's own (peer-visible) control block, so with one process per GPU they
+// reach the other processes, whose kernels then record that a peer failed in their own record.
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <deque>
-#include <memory>
-#include <mutex>
 #include <sstream>
 #include <vector>
 
@@ -27,131 +27,11 @@
 namespace ltx_a2a {
 namespace {
 
-struct Comm {
-  int id = -1;
-  std::vector<GroupView> groups;
-  ErrorRecord* error = nullptr;  // host address; the device address is in each GroupView
-  double timeout_s = 0;
-};
-
-std::mutex registry_mutex;
-std::deque<std::unique_ptr<Comm>> registry;  // never shrinks: captured CUDA graphs keep the addresses
-
-Comm* FindComm(int id) {
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  return id >= 0 && id < static_cast<int>(registry.size()) ? registry[id].get() : nullptr;
-}
-
-std::string CudaError(const char* what, cudaError_t err) {
-  return std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
-}
-
-#define A2A_CHECK(call)                                        \
-  do {                                                         \
-    cudaError_t err_ = (call);                                 \
-    if (err_ != cudaSuccess) return CudaError(#call, err_);    \
-  } while (0)
-
-std::string EnablePeerAccess(int from, int to) {
-  int can = 0;
-  A2A_CHECK(cudaDeviceCanAccessPeer(&can, from, to));
-  if (!can) {
-    return "GPU " + std::to_string(from) + " cannot access the memory of GPU " + std::to_string(to) +
-           " (no peer-to-peer path); use backend='all_to_all'";
-  }
-  A2A_CHECK(cudaSetDevice(from));
-  cudaError_t err = cudaDeviceEnablePeerAccess(to, 0);
-  if (err == cudaErrorPeerAccessAlreadyEnabled) {
-    cudaGetLastError();  // XLA may have enabled it already; clear the sticky-free error
-    return "";
-  }
-  A2A_CHECK(err);
-  return "";
-}
-
 template <typename U>
 std::string LoadKernels() {
   cudaFuncAttributes attributes;
   A2A_CHECK(cudaFuncGetAttributes(&attributes, SendKernel<U>));
   A2A_CHECK(cudaFuncGetAttributes(&attributes, FinishKernel<U>));
-  return "";
-}
-
-// With CUDA's lazy module loading (the default), the first launch of a kernel loads it, and loading
-// waits for the kernels running on the device. A rank whose send kernel spins for a peer would then
-// block the launch of its own copy-out kernel, and in one process of virtual ranks the peer's launch
-// behind it: a deadlock until the timeout. So every kernel is loaded on every device up front.
-std::string LoadAllKernels(int ordinal) {
-  A2A_CHECK(cudaSetDevice(ordinal));
-  for (const std::string& why : {LoadKernels<int4>(), LoadKernels<int2>(), LoadKernels<int>(), LoadKernels<short>(),
-                                 LoadKernels<char>()})
-    if (!why.empty()) return why;
-  return "";
-}
-
-std::string AllocateGroup(const int* ordinals, int n, int nblocks, unsigned long long slot_bytes, double timeout_s,
-                          ErrorRecord* error_device, GroupView* g) {
-  *g = GroupView{};
-  g->n = n;
-  g->nblocks = nblocks;
-  g->slot_bytes = slot_bytes;
-  g->timeout_ns = static_cast<unsigned long long>(timeout_s * 1e9);
-  g->error = error_device;
-  for (int r = 0; r < n; ++r) {
-    g->ordinal[r] = ordinals[r];
-    for (int s = 0; s < n; ++s) {
-      if (ordinals[s] == ordinals[r]) continue;
-      std::string why = EnablePeerAccess(ordinals[r], ordinals[s]);
-      if (!why.empty()) return why;
-    }
-    std::string why = LoadAllKernels(ordinals[r]);
-    if (!why.empty()) return why;
-    char* base = nullptr;
-    A2A_CHECK(cudaMalloc(&base, 2 * slot_bytes + sizeof(Control)));
-    g->slots[r] = base;
-    g->control[r] = reinterpret_cast<Control*>(base + 2 * slot_bytes);
-    A2A_CHECK(cudaMemset(g->control[r], 0, sizeof(Control)));
-    A2A_CHECK(cudaDeviceSynchronize());
-  }
-  return "";
-}
-
-std::string CreateComm(int groups, int n, const int* ordinals, unsigned long long slot_bytes, int nblocks,
-                       double timeout_s, int* id) {
-  if (groups < 1 || n < 1 || n > kMaxRanks) {
-    return "need groups >= 1 and 1 <= n <= " + std::to_string(kMaxRanks) + ", got groups=" +
-           std::to_string(groups) + ", n=" + std::to_string(n);
-  }
-  if (!(timeout_s > 0)) return "timeout_s must be > 0, got " + std::to_string(timeout_s);
-  int count = 0;
-  A2A_CHECK(cudaGetDeviceCount(&count));
-  for (int i = 0; i < groups * n; ++i) {
-    if (ordinals[i] < 0 || ordinals[i] >= count) {
-      return "device ordinal " + std::to_string(ordinals[i]) + " is not one of this process's " +
-             std::to_string(count) + " GPUs";
-    }
-  }
-  if (nblocks <= 0) A2A_CHECK(cudaDeviceGetAttribute(&nblocks, cudaDevAttrMultiProcessorCount, ordinals[0]));
-  nblocks = std::max(nblocks, n);  // every target needs at least one block
-  slot_bytes = (std::max(slot_bytes, 1ull) + 255) / 256 * 256;
-  int previous = 0;
-  A2A_CHECK(cudaGetDevice(&previous));
-  auto comm = std::make_unique<Comm>();
-  comm->timeout_s = timeout_s;
-  A2A_CHECK(cudaHostAlloc(&comm->error, sizeof(ErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable));
-  *comm->error = ErrorRecord{};
-  ErrorRecord* error_device = nullptr;
-  A2A_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device), comm->error, 0));
-  comm->groups.resize(groups);
-  for (int gi = 0; gi < groups; ++gi) {
-    std::string why = AllocateGroup(ordinals + gi * n, n, nblocks, slot_bytes, timeout_s, error_device,
-                                    &comm->groups[gi]);
-    if (!why.empty()) return why;
-  }
-  A2A_CHECK(cudaSetDevice(previous));
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  comm->id = *id = static_cast<int>(registry.size());
-  registry.push_back(std::move(comm));
   return "";
 }
 
@@ -176,6 +56,22 @@ std::string DeviceList(const GroupView& g) {
 }
 
 }  // namespace
+
+std::string CudaError(const char* what, cudaError_t err) {
+  return std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+}
+
+// With CUDA's lazy module loading (the default), the first launch of a kernel loads it, and loading
+// waits for the kernels running on the device. A rank whose send kernel spins for a peer would then
+// block the launch of its own copy-out kernel, and in one process of virtual ranks the peer's launch
+// behind it: a deadlock until the timeout. So every kernel is loaded on every device up front.
+std::string LoadAllKernels(int ordinal) {
+  A2A_CHECK(cudaSetDevice(ordinal));
+  for (const std::string& why : {LoadKernels<int4>(), LoadKernels<int2>(), LoadKernels<int>(), LoadKernels<short>(),
+                                 LoadKernels<char>()})
+    if (!why.empty()) return why;
+  return "";
+}
 
 std::string MakeGeometry(int n, int ndim, const long long* dims, int split_axis, int concat_axis, int elem_bytes,
                          Geometry* geo) {
@@ -231,18 +127,18 @@ std::string Launch(int comm_id, int ordinal, const int* rank, const void* x, voi
   if (!failed.empty()) return failed;
   const GroupView* g = nullptr;
   for (const GroupView& candidate : comm->groups)
-    if (std::find(candidate.ordinal, candidate.ordinal + candidate.n, ordinal) != candidate.ordinal + candidate.n) {
-      g = &candidate;
-      break;
-    }
-  if (g == nullptr) return "GPU " + std::to_string(ordinal) + " is in no group of communicator " + std::to_string(comm_id);
+    for (int r = 0; r < candidate.n && g == nullptr; ++r)
+      if (((candidate.local >> r) & 1u) && candidate.ordinal[r] == ordinal) g = &candidate;
+  if (g == nullptr) {
+    return "GPU " + std::to_string(ordinal) + " runs no rank of communicator " + std::to_string(comm_id) +
+           " in this process";
+  }
   if (geo.out_bytes > g->slot_bytes) {
     return "the exchange needs " + std::to_string(geo.out_bytes) + " bytes per receive slot but communicator " +
            std::to_string(comm_id) + " has " + std::to_string(g->slot_bytes) + "; create it with more max_bytes";
   }
-  int current = -1;
-  A2A_CHECK(cudaGetDevice(&current));
-  if (current != ordinal) A2A_CHECK(cudaSetDevice(ordinal));
+  DeviceGuard guard;  // XLA's thread keeps its current device
+  A2A_CHECK(cudaSetDevice(ordinal));
   int unit = geo.unit;  // XLA buffers are aligned, but a caller's pointers may not be
   while (unit > 1 && ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(out)) % unit)) unit /= 2;
   switch (unit) {
@@ -254,46 +150,39 @@ std::string Launch(int comm_id, int ordinal, const int* rank, const void* x, voi
   }
 }
 
-std::string ErrorMessage(int comm_id) {
-  Comm* comm = FindComm(comm_id);
-  if (comm == nullptr) return "unknown communicator id " + std::to_string(comm_id);
-  volatile ErrorRecord* e = comm->error;
-  if (!e->flag) return "";
+namespace {
+
+std::string Describe(const ErrorRecord& e, const GroupView& g, double timeout_s) {
   std::ostringstream s;
-  s << "ltx all-to-all, communicator " << comm_id << ": ";
-  const GroupView& g = comm->groups[0];
-  if (e->kind == kTimeout) {
-    s << "rank " << e->rank << " (GPU " << e->device << ") waited " << comm->timeout_s << " s for rank " << e->peer
-      << ", which never arrived (" << e->got << " of " << e->expected << " block signals). Rank " << e->peer
-      << " did not launch this exchange or is stuck; the communicator is unusable from now on.";
+  if (e.kind == kTimeout) {
+    s << "rank " << e.rank << " (GPU " << e.device << ") waited " << timeout_s << " s for rank " << e.peer
+      << ", which never arrived (" << e.got << " of " << e.expected << " block signals). Rank " << e.peer
+      << " did not launch this exchange or is stuck";
+  } else if (e.kind == kPeerFailed) {
+    s << "rank " << e.rank << " (GPU " << e.device << ") stopped: another rank of its group (GPUs " << DeviceList(g)
+      << ") failed first, and the process that runs that rank reports why";
   } else {
-    s << "the rank operand " << e->rank << " is not a rank of this group on GPU " << e->device << " (group GPUs "
-      << DeviceList(g) << "); pass lax.axis_index of the exchanged mesh axis. The communicator is unusable.";
+    s << "the rank operand " << e.rank << " is not a rank of this group run by this process on GPU " << e.device
+      << " (group GPUs " << DeviceList(g) << "); pass lax.axis_index of the exchanged mesh axis";
   }
   return s.str();
 }
 
-}  // namespace ltx_a2a
-
-namespace {
-void CopyMessage(const std::string& message, char* out, int len) {
-  if (out == nullptr || len <= 0) return;
-  const size_t count = std::min(message.size(), static_cast<size_t>(len - 1));
-  message.copy(out, count);
-  out[count] = '\0';
-}
 }  // namespace
 
-extern "C" int ltx_a2a_create(int groups, int n, const int* ordinals, unsigned long long slot_bytes, int nblocks,
-                              double timeout_s, char* err, int err_len) {
-  int id = -1;
-  const std::string why = ltx_a2a::CreateComm(groups, n, ordinals, slot_bytes, nblocks, timeout_s, &id);
-  CopyMessage(why, err, err_len);
-  return why.empty() ? id : -1;
+std::string ErrorMessage(int comm_id) {
+  Comm* comm = FindComm(comm_id);
+  if (comm == nullptr) return "unknown communicator id " + std::to_string(comm_id);
+  std::string message;
+  for (size_t gi = 0; gi < comm->groups.size(); ++gi) {
+    const volatile ErrorRecord* e = comm->errors + gi;
+    if (!e->flag) continue;
+    const ErrorRecord record{e->flag, e->kind, e->rank, e->peer, e->device, e->expected, e->got};
+    message += (message.empty() ? "" : "; ") + Describe(record, comm->groups[gi], comm->timeout_s);
+  }
+  if (message.empty()) return "";
+  return "ltx all-to-all, communicator " + std::to_string(comm_id) + ": " + message +
+         ". The communicator is unusable from now on.";
 }
 
-extern "C" int ltx_a2a_error(int comm, char* msg, int msg_len) {
-  const std::string message = ltx_a2a::ErrorMessage(comm);
-  CopyMessage(message, msg, msg_len);
-  return message.empty() ? 0 : 1;
-}
+}  // namespace ltx_a2a

@@ -33,9 +33,10 @@ __device__ __forceinline__ int BlocksPerTarget(const GroupView& g, int target) {
   return g.nblocks / g.n + (target < g.nblocks % g.n ? 1 : 0);
 }
 
-// The first failure of a group is recorded; every rank is then marked dead.
+// The first failure a process sees in a group is recorded in its record; every rank is then marked
+// dead, in its own control block, so the ranks of other processes stop too.
 __device__ void Fail(const GroupView& g, int kind, int rank, int peer, int ordinal, unsigned expected, unsigned got) {
-  if (atomicCAS_system(&g.control[0]->dead, 0u, 1u) == 0u) {
+  if (atomicCAS_system(g.claim, 0u, 1u) == 0u) {
     volatile ErrorRecord* e = g.error;
     e->kind = kind;
     e->rank = rank;
@@ -49,8 +50,24 @@ __device__ void Fail(const GroupView& g, int kind, int rank, int peer, int ordin
   for (int r = 0; r < g.n; ++r) atomicExch_system(&g.control[r]->dead, 1u);
 }
 
+// A rank that finds its group dead records that, unless this process already recorded a failure
+// (its own, which came first): with one process per GPU the process that failed may be another.
+__device__ void NoteDead(const GroupView& g, int rank, int ordinal) {
+  if (atomicCAS_system(g.claim, 0u, 1u) == 0u) {
+    volatile ErrorRecord* e = g.error;
+    e->kind = kPeerFailed;
+    e->rank = rank;
+    e->peer = -1;
+    e->device = ordinal;
+    e->expected = 0;
+    e->got = 0;
+    __threadfence_system();
+    e->flag = 1;
+  }
+}
+
 __device__ bool RankIsValid(const GroupView& g, int rank, int ordinal) {
-  return rank >= 0 && rank < g.n && g.ordinal[rank] == ordinal;
+  return rank >= 0 && rank < g.n && ((g.local >> rank) & 1u) && g.ordinal[rank] == ordinal;
 }
 
 template <typename U>
@@ -96,7 +113,7 @@ __device__ void WaitForSources(const GroupView& g, int rank, int ordinal, unsign
     const unsigned got = LoadAcquireSys(&me->arrive[s]);
     if (static_cast<int>(got - expected) >= 0) return;
     if ((polls & kPollMask) == kPollMask) {
-      if (*reinterpret_cast<volatile unsigned*>(&me->dead)) return;
+      if (*reinterpret_cast<volatile unsigned*>(&me->dead)) return NoteDead(g, rank, ordinal);
       if (GlobalTimerNs() - start > g.timeout_ns) {
         Fail(g, kTimeout, rank, s, ordinal, expected, got);
         return;
@@ -118,6 +135,7 @@ __global__ void __launch_bounds__(kThreads) SendKernel(GroupView g, const int* r
     } else {
       skip = *reinterpret_cast<volatile unsigned*>(&g.control[rank]->dead) != 0;
       seq = *reinterpret_cast<volatile unsigned*>(&g.control[rank]->seq);
+      if (skip) NoteDead(g, rank, ordinal);
     }
   }
   __syncthreads();
@@ -140,6 +158,7 @@ __global__ void __launch_bounds__(kThreads) FinishKernel(GroupView g, const int*
   if (threadIdx.x == 0 && valid) {
     dead = *reinterpret_cast<volatile unsigned*>(&g.control[rank]->dead) != 0;
     seq = *reinterpret_cast<volatile unsigned*>(&g.control[rank]->seq);
+    if (dead && blockIdx.x == 0) NoteDead(g, rank, ordinal);
   }
   __syncthreads();
   U poison;

@@ -8,11 +8,19 @@ Only the DiT (`model.diffusion_model.*`) is converted; the text connectors, VAEs
 same file are reported and left to their own loaders. fp8-scaled weights are dequantized, LoRAs
 fused. Memory stays near twice the largest tensor plus a 64 MB write buffer; a failed or interrupted run
 leaves no OUT_DIR. Load the result with `ltx_jax.load_checkpoint(OUT_DIR, mesh=..., dtype=...)`.
+
+One process, no --coordinator-address/--num-processes/--process-id: conversion is a host-side file
+transform that uses no devices and writes one directory, so it runs once, on one host, to storage
+that every process of a later multi-process run can read (see docs/multi-node.md). Launched as
+several tasks (SLURM_NTASKS or OMPI_COMM_WORLD_SIZE > 1) it refuses to run rather than have every
+task convert the same file.
 """
 
 import argparse
 import logging
 import sys
+
+from generate import cluster_size
 
 from ltx_jax.convert.checkpoint import convert_checkpoint
 from ltx_jax.convert.dit_tensors import Lora, config_from_json_file
@@ -32,6 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--config", metavar="JSON", help="config JSON file replacing the checkpoint's metadata config")
     args = parser.parse_args(argv)
+    tasks = cluster_size(argparse.Namespace(num_processes=None))
+    if tasks > 1:
+        print(
+            f"error: launched as {tasks} tasks, but conversion runs as one process (every task would convert the "
+            "same file into the same OUT_DIR). Run it once, e.g. `srun --ntasks=1 python scripts/convert_checkpoint.py "
+            "...`, then load OUT_DIR from every process.",
+            file=sys.stderr,
+        )
+        return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     try:
         summary = convert_checkpoint(

@@ -2,10 +2,12 @@
 
     python scripts/sp_forward.py --mesh 8                       # tiny model; simulated CPU devices without a GPU
     python scripts/sp_forward.py --mesh 2 --width full --tokens 6144 --audio-tokens 126   # on GPUs
+    python scripts/sp_forward.py --mesh 2 4 --width full --layers 8 --tokens 6144 --audio-tokens 126 \
+        --backend all_to_all ffi ffi_graph          # every mesh size x every head exchange, one model
 
-The project's runnable example until scripts/generate.py exists: builds an LTX-2 DiT with random
-weights (the tiny test geometry in float32, or LTX-2.3 width in bfloat16), runs it on one device and
-split over `--mesh` devices with Ulysses attention, and prints the difference and the timings.
+Builds an LTX-2 DiT with random weights (the tiny test geometry in float32, or LTX-2.3 width in
+bfloat16), runs it on one device and split over each `--mesh` size with Ulysses attention and each
+`--backend`, and prints the timings, the speed-up over one device and the difference.
 """
 
 import argparse
@@ -13,27 +15,42 @@ import time
 
 from device_setup import simulate_cpu_devices_if_needed
 
+BACKENDS = {
+    "all_to_all": "jax.lax.all_to_all (NCCL on GPUs)",
+    "ffi": "the CUDA peer-to-peer custom call",
+    "ffi_graph": "the same, marked CUDA-graph compatible (FfiAllToAll(mesh, command_buffer=True))",
+}
+
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mesh", type=int, default=8, help="devices on the sequence axis (default 8)")
+    parser.add_argument(
+        "--mesh", type=int, nargs="+", default=[8], help="devices on the sequence axis; several sizes run in turn"
+    )
     parser.add_argument("--tokens", type=int, default=121, help="video tokens, any count (default 121)")
     parser.add_argument("--audio-tokens", type=int, default=13, help="audio tokens (default 13)")
     parser.add_argument("--layers", type=int, default=2, help="transformer blocks (default 2)")
     parser.add_argument("--width", choices=["tiny", "full"], default="tiny", help="tiny test geometry or LTX-2.3 width")
     parser.add_argument("--cpu", action="store_true", help="simulated CPU devices even if a GPU is present")
     parser.add_argument("--repeats", type=int, default=3, help="timed forwards after warm-up (default 3)")
-    parser.add_argument("--backend", choices=["all_to_all", "ffi"], default="all_to_all", help="head exchange")
+    parser.add_argument(
+        "--backend",
+        nargs="+",
+        choices=list(BACKENDS),
+        default=["all_to_all"],
+        help="head exchanges to time, in turn: " + "; ".join(f"{k}: {v}" for k, v in BACKENDS.items()),
+    )
     return parser.parse_args()
 
 
 ARGS = parse_args()
-simulate_cpu_devices_if_needed(ARGS.mesh, ARGS.cpu)
+simulate_cpu_devices_if_needed(max(ARGS.mesh), ARGS.cpu)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from flax import nnx  # noqa: E402
+from jax.sharding import Mesh  # noqa: E402
 
 import ltx_jax  # noqa: E402
 from ltx_jax.parallel import SequenceParallel, make_mesh  # noqa: E402
@@ -75,34 +92,47 @@ def median_seconds(fn, repeats: int) -> tuple[object, float]:  # noqa: ANN001
     return result, float(np.median(times))
 
 
+def exchange(name: str, mesh: Mesh) -> object:
+    """The `backend=` SequenceParallel takes for `name` (a BACKENDS key)."""
+    if name != "ffi_graph":
+        return name
+    from ltx_jax.ffi import FfiAllToAll  # noqa: PLC0415 - CUDA builds only
+
+    return FfiAllToAll(mesh, command_buffer=True)
+
+
 def main(args: argparse.Namespace) -> None:
     print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})")
-    mesh = make_mesh(args.mesh)
     cfg, dtype = model_config(args)
     model = ltx_jax.LTXModel(cfg, rngs=nnx.Rngs(0), param_dtype=dtype)
     rng = np.random.default_rng(0)
     video = random_modality(rng, args.tokens, cfg.in_channels, cfg.cross_attention_dim, 3, dtype)
     audio = random_modality(rng, args.audio_tokens, cfg.audio_in_channels, cfg.audio_cross_attention_dim, 1, dtype)
     params = sum(v.size for _, v in nnx.to_flat_state(nnx.state(model, nnx.Param)))
-    padded = -(-args.tokens // args.mesh) * args.mesh
     print(
         f"model: {cfg.num_layers} blocks, {params / 1e6:.1f}M parameters, {jnp.dtype(dtype).name}; "
-        f"{args.tokens} video tokens (padded to {padded}), {args.audio_tokens} audio tokens"
+        f"{args.tokens} video tokens, {args.audio_tokens} audio tokens"
     )
 
     # jax.jit over the parameter pytree: nnx.jit re-walks the module graph in Python on every call.
     graphdef, state = nnx.split(model)
     single = jax.jit(lambda state, v, a: nnx.merge(graphdef, state)(v, a))
     reference, single_s = median_seconds(lambda: single(state, video, audio), args.repeats)
-    sp = SequenceParallel(model, mesh, backend=args.backend)
-    output, sp_s = median_seconds(lambda: sp(video, audio), args.repeats)
-    for name, ours, ref in zip(("video", "audio"), output, reference, strict=True):
-        ours, ref = np.asarray(ours, np.float32), np.asarray(ref, np.float32)
-        print(f"{name}: max |SP - single| / max |single| = {np.abs(ours - ref).max() / np.abs(ref).max():.2e}")
-    print(
-        f"forward (median of {args.repeats}): one device {single_s * 1e3:.1f} ms, "
-        f"SP({args.mesh}, {args.backend}) {sp_s * 1e3:.1f} ms"
-    )
+    print(f"forward (median of {args.repeats}): one device {single_s * 1e3:.1f} ms")
+    for devices in args.mesh:
+        mesh = make_mesh(devices)
+        for name in args.backend:
+            sp = SequenceParallel(model, mesh, backend=exchange(name, mesh))
+            output, sp_s = median_seconds(lambda sp=sp: sp(video, audio), args.repeats)
+            errors = [
+                np.abs(np.asarray(ours, np.float32) - np.asarray(ref, np.float32)).max()
+                / np.abs(np.asarray(ref, np.float32)).max()
+                for ours, ref in zip(output, reference, strict=True)
+            ]
+            print(
+                f"SP({devices}, {name}) {sp_s * 1e3:.1f} ms, {single_s / sp_s:.2f}x one device; "
+                f"max |SP - single| / max |single|: video {errors[0]:.2e}, audio {errors[1]:.2e}"
+            )
 
 
 if __name__ == "__main__":

@@ -1,12 +1,18 @@
-"""The model and inputs of the multi-process test, built identically in every process (numpy inputs)."""
+"""The model and inputs of the multi-process tests, built identically in every process (numpy inputs),
+and the launcher that runs the processes."""
 
 import dataclasses
+import os
+import socket
+import subprocess
 
 from flax import nnx
 from ltx_core_twin import default_inputs
 
 import ltx_jax
 
+TIMEOUT_S = 240
+HERE = os.path.dirname(os.path.abspath(__file__))
 CFG = ltx_jax.LTXConfig.tiny(
     num_attention_heads=8, attention_head_dim=8, audio_num_attention_heads=8, audio_attention_head_dim=4
 )
@@ -22,3 +28,31 @@ def build_case(model_type: str, tokens: int) -> tuple[ltx_jax.LTXModel, ltx_jax.
         return ltx_jax.Modality(**{f: getattr(inputs, f) for f in fields})
 
     return model, host(video), None if audio is None else host(audio)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_processes(commands: list[list[str]], expect_success: bool = True) -> list[str]:
+    """Runs the commands concurrently (bounded time, all reaped on any failure); returns their output."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
+    env.pop("XLA_FLAGS", None)  # each process sets up its own devices
+    procs = [
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for command in commands
+    ]
+    try:
+        outputs = [p.communicate(timeout=TIMEOUT_S)[0] for p in procs]
+    finally:
+        for p in procs:  # reaped on any failure, including the timeout
+            p.kill()
+            p.wait()
+    for i, (p, output) in enumerate(zip(procs, outputs, strict=True)):
+        if expect_success:
+            assert p.returncode == 0, f"process {i} exited with {p.returncode}:\n{output[-3000:]}"
+        else:
+            assert p.returncode != 0, f"process {i} succeeded:\n{output[-3000:]}"
+    return outputs

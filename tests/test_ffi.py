@@ -1,16 +1,20 @@
 """The CUDA peer-to-peer all-to-all (ltx_jax.ffi): build, errors, and on a GPU bit-exactness.
 
-CPU: the library and the harness compile with nvcc (skipped, with the reason, without nvcc), and
-asking for the ffi backend where it cannot run raises with the fix. GPU (marked `gpu`; a missing GPU
-fails under LTX_JAX_REQUIRE_GPU=1): the virtual-rank harness (n in 2, 4, 8 on one GPU, also under
-compute-sanitizer), the FFI op against `lax.all_to_all` over every GPU, SequenceParallel with
-backend="ffi" against backend="all_to_all" bit for bit, and the timeout path raising in Python.
+CPU: the library and the harness compile with nvcc (skipped, with the reason, without nvcc), the
+architecture option, the multi-process handle exchange's keys, records and errors (with a fake
+key-value store), and asking for the ffi backend where it cannot run raises with the fix. GPU
+(marked `gpu`; a missing GPU fails under LTX_JAX_REQUIRE_GPU=1): the virtual-rank harness (n in 2,
+4, 8 on one GPU, also under compute-sanitizer), the FFI op against `lax.all_to_all` over every GPU,
+SequenceParallel with backend="ffi" against backend="all_to_all" bit for bit, the timeout path
+raising in Python, and all of that again with one process per GPU (tests/ffi_multiprocess_worker.py).
 """
 
 import os
 import re
 import shutil
+import socket
 import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -23,8 +27,8 @@ from jax.sharding import PartitionSpec as P
 from ltx_core_twin import default_inputs, relative_error
 
 import ltx_jax
-from ltx_jax.ffi import all2all, build
-from ltx_jax.parallel.exchange import exchange_backend, gather_heads, send_heads
+from ltx_jax.ffi import all2all, build, ipc
+from ltx_jax.parallel.exchange import exchange_backend, gather_heads, lax_all_to_all, send_heads
 
 NVCC = shutil.which("nvcc")
 SANITIZER = shutil.which("compute-sanitizer")
@@ -33,15 +37,36 @@ TIMEOUT_S = 0.5  # the virtual peer never comes; short so the test is quick
 ONE_GPU_FLOAT32_TOLERANCE = 1e-5  # DESIGN.md's float32 SP tolerance: fusion differs, arithmetic does not
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER_TIMEOUT_S = 300
+SYMBOLS = ["LtxAllToAll", "LtxAllToAllGraph", "ltx_a2a_create", "ltx_a2a_error", "ltx_a2a_handle_bytes"]
+SYMBOLS += ["ltx_a2a_ipc_prepare", "ltx_a2a_ipc_open", "ltx_a2a_ipc_abort"]
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH; the CUDA library cannot be compiled here")
-def test_library_and_harness_compile(tmp_path):
-    library = build.build(tmp_path)
+def test_library_and_harness_compile(tmp_path, monkeypatch):
+    library = build.build(tmp_path)  # the default architecture, sm_90
+    monkeypatch.setenv(build.ARCH_ENV, "sm_80")  # and another one, through the environment
     harness = build.build_harness(tmp_path)
     assert library.stat().st_size > 0
     assert os.access(harness, os.X_OK)
     symbols = subprocess.run(["nm", "-D", str(library)], capture_output=True, text=True, check=True).stdout
-    for name in ("LtxAllToAll", "LtxAllToAllGraph", "ltx_a2a_create", "ltx_a2a_error"):
+    for name in SYMBOLS:
         assert re.search(rf"\bT {name}\b", symbols), name
+
+
+def test_arch_option_env_and_default(monkeypatch):
+    monkeypatch.delenv(build.ARCH_ENV, raising=False)
+    assert build.resolve_arch() == "sm_90"
+    monkeypatch.setenv(build.ARCH_ENV, "sm_100a")
+    assert build.resolve_arch() == "sm_100a"
+    assert build.resolve_arch("sm_80") == "sm_80"  # the argument wins over the environment
+    assert "-arch=sm_100a" in build.library_command("nvcc", build.BUILD_DIR / build.LIBRARY_NAME)
+    monkeypatch.setenv(build.ARCH_ENV, "hopper")
+    with pytest.raises(ValueError, match=r"LTX_JAX_CUDA_ARCH='hopper'.*'sm_90'"):
+        build.resolve_arch()
+    with pytest.raises(ValueError, match=r"arch='sm_61'.*at least sm_70"):
+        build.resolve_arch("sm_61")
 
 
 def test_missing_nvcc_says_how_to_fix(monkeypatch):
@@ -82,6 +107,119 @@ def test_output_shape_matches_lax(shape, split, concat):
     )
     expected = jax.eval_shape(f, jax.ShapeDtypeStruct(global_shape, jnp.float32)).shape
     assert (expected[0] // 4, *expected[1:]) == all2all.output_shape(shape, 4, split, concat)
+
+
+class FakeStore:
+    """jax.distributed's key-value client, in memory: a missing key times out at once."""
+
+    def __init__(self, values: dict[str, str] | None = None) -> None:
+        self.values = dict(values or {})
+        self.waits: list[tuple[str, int]] = []
+
+    def key_value_set(self, key: str, value: str) -> None:
+        if key in self.values:
+            raise RuntimeError(f"ALREADY_EXISTS: key {key} already exists.")
+        self.values[key] = value
+
+    def blocking_key_value_get(self, key: str, timeout_in_ms: int) -> str:
+        self.waits.append((key, timeout_in_ms))
+        if key not in self.values:
+            raise RuntimeError(f"DEADLINE_EXCEEDED: GetKeyValue() timed out with key: {key}")
+        return self.values[key]
+
+
+GROUP = (ipc.Rank(process=0, device=0, ordinal=0), ipc.Rank(process=1, device=1))  # seen from process 0
+
+
+def test_handle_keys_name_communicator_axis_size_group_and_rank():
+    key = ipc.handle_key(3, "sp", 1 << 20, GROUP, 1)
+    assert key == f"{ipc.KEY_PREFIX}/3/sp/1048576/p0.d0-p1.d1/rank1"
+    seen_from_process_1 = (ipc.Rank(0, 0), ipc.Rank(1, 1, ordinal=1))
+    assert ipc.handle_key(3, "sp", 1 << 20, seen_from_process_1, 1) == key  # CUDA ordinals are not in the key
+    others = [
+        ipc.handle_key(4, "sp", 1 << 20, GROUP, 1),
+        ipc.handle_key(3, "ulysses", 1 << 20, GROUP, 1),
+        ipc.handle_key(3, "sp", 1 << 21, GROUP, 1),
+        ipc.handle_key(3, "sp", 1 << 20, GROUP[::-1], 1),
+        ipc.handle_key(3, "sp", 1 << 20, GROUP, 0),
+    ]
+    assert len({key, *others}) == 6
+
+
+def test_handle_records_round_trip_and_reject_garbage():
+    handle = bytes(range(64))
+    assert ipc.decode(ipc.encode(handle, 132, 1 << 20, 3, "node7")) == ipc.Record(handle, 132, 1 << 20, 3, "node7")
+    with pytest.raises(ValueError, match="malformed all-to-all handle record"):
+        ipc.decode("132:zz")
+
+
+def test_exchange_publishes_ours_and_reads_theirs():
+    keys = {(0, r): ipc.handle_key(0, "sp", 1 << 20, GROUP, r) for r in range(2)}
+    owners = {(0, r): GROUP[r] for r in range(2)}
+    store = FakeStore({keys[(0, 1)]: "peer"})
+    values = ipc.exchange_handles(store, keys, owners, {(0, 0): "mine"}, timeout_s=2.5)
+    assert values == {(0, 0): "mine", (0, 1): "peer"}
+    assert store.values[keys[(0, 0)]] == "mine"
+    assert store.waits == [(keys[(0, 1)], 2500)]  # only the peer's key, with the bounded timeout
+
+
+def test_missing_peer_handle_names_the_process():
+    keys = {(0, r): ipc.handle_key(0, "sp", 1 << 20, GROUP, r) for r in range(2)}
+    owners = {(0, r): GROUP[r] for r in range(2)}
+    pattern = r"process 1 did not publish the CUDA IPC handle of rank 1 \(JAX device 1\) within 0.5 s.*DEADLINE"
+    with pytest.raises(TimeoutError, match=pattern):
+        ipc.exchange_handles(FakeStore(), keys, owners, {(0, 0): "mine"}, timeout_s=0.5)
+
+
+def test_handle_table_orders_handles_and_checks_agreement():
+    values = {(0, 0): ipc.encode(b"a" * 64, 132, 256, 0, "n"), (0, 1): ipc.encode(b"b" * 64, 132, 256, 1, "n")}
+    assert ipc.handle_table(values, [GROUP], "sp") == b"a" * 64 + b"b" * 64
+    values[(0, 1)] = ipc.encode(b"b" * 64, 114, 256, 1, "n")
+    with pytest.raises(ValueError, match=r"uses 132 send blocks .* uses 114.*same blocks="):
+        ipc.handle_table(values, [GROUP], "sp")
+
+
+def test_processes_sharing_an_ordinal_or_on_two_hosts_are_refused():
+    virtual = (ipc.Rank(0, 0, 0), ipc.Rank(0, 1, 0))  # virtual ranks of one process may share a GPU
+    ipc.check_group(virtual, [ipc.Record(b"", 1, 1, 0, "n")] * 2, "sp")
+    same_gpu = [ipc.Record(b"", 1, 1, 0, "n"), ipc.Record(b"", 1, 1, 0, "n")]
+    with pytest.raises(ValueError, match=r"processes 0 and 1 both run GPU 0.*local_device_ids.*CUDA_VISIBLE"):
+        ipc.check_group(GROUP, same_gpu, "sp")
+    two_hosts = [ipc.Record(b"", 1, 1, 0, "node-a"), ipc.Record(b"", 1, 1, 1, "node-b")]
+    with pytest.raises(ValueError, match=r"within one node.*\['node-a', 'node-b'\].*all_to_all"):
+        ipc.check_group(GROUP, two_hosts, "sp")
+
+
+def test_ipc_without_jax_distributed_says_how_to_start_it():
+    with pytest.raises(RuntimeError, match=r"jax.distributed.initialize"):
+        ipc.kv_client()
+
+
+def test_ipc_communicator_checks_arguments_before_touching_cuda():
+    with pytest.raises(ValueError, match=r"process 0 runs no rank"):
+        all2all.Communicator.create_ipc([[ipc.Rank(1, 0), ipc.Rank(1, 1)]], 1 << 20, axis_name="sp")
+    with pytest.raises(ValueError, match=r"timeout_s must be positive, got 0"):
+        all2all.Communicator.create_ipc([GROUP], 1 << 20, axis_name="sp", timeout_s=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"timeout_s": 0}, "timeout_s must be a positive"), ({"setup_timeout_s": -1}, "setup_timeout_s must be"),
+     ({"blocks": -2}, r"blocks must be an int >= 0")],
+)  # fmt: skip
+def test_ffi_backend_argument_checks(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        all2all.FfiAllToAll(cpu_mesh(2), **kwargs)
+
+
+def test_slot_sizes_are_powers_of_two_of_at_least_one_mib():
+    assert all2all.slot_size(1) == all2all.MIN_SLOT_BYTES
+    assert all2all.slot_size((3 << 20) + 1) == 4 << 20
+    assert all2all.slot_size(4 << 20) == 4 << 20
+
+
+def test_exchange_backend_passes_a_callable_through():
+    assert exchange_backend(lax_all_to_all) is lax_all_to_all
 
 
 # ---------------------------------------------------------------------------------------------- GPU
@@ -231,3 +369,32 @@ def test_bad_rank_operand_is_reported(gpu_build):
     assert np.all(np.isnan(np.asarray(out)))
     assert "rank operand 3" in comm.error()
     all2all._communicators.remove(comm)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.gpu
+def test_two_processes_one_gpu_each(gpu_build):
+    """backend="ffi" with CUDA IPC: tests/ffi_multiprocess_worker.py as 2 processes (GPU 0 and 1)."""
+    if jax.device_count() < 2:
+        pytest.skip(f"needs 2 GPUs, found {jax.device_count()}")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
+    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"  # this test process already holds most of each GPU
+    command = [sys.executable, os.path.join(HERE, "ffi_multiprocess_worker.py"), str(free_port())]
+    procs = [
+        subprocess.Popen([*command, str(i), "2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for i in range(2)
+    ]
+    try:
+        outputs = [p.communicate(timeout=WORKER_TIMEOUT_S)[0] for p in procs]
+    finally:
+        for p in procs:  # reaped on any failure, including the timeout
+            p.kill()
+            p.wait()
+    for i, (p, output) in enumerate(zip(procs, outputs, strict=True)):
+        assert p.returncode == 0, f"process {i} exited with {p.returncode}:\n{output[-4000:]}"
+        assert "ALL PASSED" in output, output[-4000:]

@@ -146,3 +146,82 @@ def test_sharded_checkpoint_on_all_gpus(tmp_path):
             outputs.append(ltx_jax.parallel.SequenceParallel(model, mesh)(video, audio))
     for sharded, replicated in zip(outputs[1], outputs[0], strict=True):
         assert relative_error(sharded, np.asarray(replicated)) <= SP_TOLERANCE
+
+
+# An lse error e scales a block's merge weight by exp(e) ~ 1 + e: the bf16 bound on outputs.
+LSE_TOLERANCE = BF16_TOLERANCE
+MASKED_LSE = -1e6  # below this a partial result weighs nothing next to a block with a real key
+
+
+def block_case(b, tq, tk, heads, d, lengths, bias_kind, seed=0):
+    """bf16 q/k/v, key lengths (or None) and a bias: None, "dense" `(B, 1, Tq, Tk)` in [-2, 0] with
+    query row 3 masked over the whole block (finfo.min, as the model's masks), or "keys" `(B, 1, 1, Tk)`."""
+    keys = jax.random.split(jax.random.key(seed), 4)
+    shapes = ((b, tq, heads, d), (b, tk, heads, d), (b, tk, heads, d))
+    q, k, v = (jax.random.normal(key, shape, jnp.bfloat16) for key, shape in zip(keys[:3], shapes, strict=True))
+    bias = None
+    if bias_kind == "dense":
+        bias = jax.random.uniform(keys[3], (b, 1, tq, tk), jnp.float32, -2, 0).astype(jnp.bfloat16)
+        bias = bias.at[:, :, 3].set(jnp.finfo(jnp.bfloat16).min)
+    elif bias_kind == "keys":
+        bias = jnp.where(jnp.arange(tk) % 3 == 0, jnp.finfo(jnp.bfloat16).min, 0)[None, None, None, :]
+        bias = jnp.broadcast_to(bias, (b, 1, 1, tk)).astype(jnp.bfloat16)
+    return q, k, v, None if lengths is None else jnp.asarray(lengths, jnp.int32), bias
+
+
+@pytest.mark.parametrize(
+    ("b", "tq", "tk", "heads", "d", "lengths", "bias_kind"),
+    [
+        (2, 64, 64, 4, 64, None, None),
+        (2, 128, 96, 2, 128, [96, 50], None),  # pad keys, a different count per sample
+        (2, 64, 64, 4, 128, [0, 17], None),  # sample 0: a block of padding only
+        (2, 128, 128, 2, 128, [128, 100], "dense"),
+        (1, 100, 38, 3, 64, [30], "keys"),  # odd query length; a broadcast key mask
+    ],
+)
+def test_cudnn_block_attention_matches_xla(b, tq, tk, heads, d, lengths, bias_kind):
+    """The ring's cuDNN block kernel (flash attention + softmax statistics) against the XLA block
+    kernel on the same bf16 inputs (float32 scores and softmax): output, natural-log lse, empty blocks."""
+    from ltx_jax.parallel.blockwise import attention_with_lse, cudnn_attention_with_lse
+
+    q, k, v, key_lengths, bias = block_case(b, tq, tk, heads, d, lengths, bias_kind)
+    out, lse = jax.jit(cudnn_attention_with_lse)(q, k, v, bias=bias, key_lengths=key_lengths)
+    ref_out, ref_lse = jax.jit(attention_with_lse)(q, k, v, bias=bias, key_lengths=key_lengths)
+    out, lse, ref_out, ref_lse = (np.asarray(x, np.float32) for x in (out, lse, ref_out, ref_lse))
+    assert out.shape == (b, tq, heads, d)
+    assert lse.shape == (b, heads, tq)
+    assert not np.isnan(out).any()
+    assert not np.isnan(lse).any()
+    assert relative_error(out, ref_out) <= BF16_TOLERANCE
+    real = ref_lse > MASKED_LSE
+    assert np.abs(lse[real] - ref_lse[real]).max() <= LSE_TOLERANCE
+    assert np.all(lse[~real] <= MASKED_LSE)
+    if lengths is not None and 0 in lengths:
+        empty = np.asarray(lengths) == 0
+        assert np.all(np.isneginf(lse[empty]))
+        assert np.all(out[empty] == 0)
+
+
+@pytest.mark.parametrize(("strategy", "tokens", "mask"), [("ring", 121, False), ("ring", 64, True), ("usp", 64, True)])
+def test_ring_cudnn_on_all_gpus_equals_one_gpu(strategy, tokens, mask):
+    """SequenceParallel "ring"/"usp" with the default ring_kernel="auto" over every GPU (a ring of one
+    on one H200) against the single-device model, bf16. The model's own attention is XLA, so every
+    cuDNN call in the compiled program is the ring's block kernel: "auto" picked cuDNN."""
+    n = jax.device_count()
+    model = ltx_jax.LTXModel(SP_CFG, rngs=nnx.Rngs(0), param_dtype=jnp.bfloat16, attention_backend="xla")
+    video, audio = (m.to_jax(jnp.bfloat16) for m in default_inputs(SP_CFG, batch=2, video_tokens=tokens))
+    if mask:
+        weights = np.random.default_rng(0).choice(np.array([0.0, 0.5, 1.0, 1.0], np.float32), (2, tokens, tokens))
+        weights[0, 7, :] = 0.0  # a fully masked row
+        video = dataclasses.replace(video, attention_mask=jnp.asarray(weights))
+    single = nnx.jit(lambda m, v, a: m(v, a))(model, video, audio)
+    mesh = ltx_jax.parallel.make_mesh(n, ulysses=1 if strategy == "usp" else None)
+    sp = ltx_jax.parallel.SequenceParallel(model, mesh, strategy=strategy)
+    assert sp.ring_kernel == "auto"
+    compiled = sp._sharded.lower(
+        sp._state, sp._place(video), sp._place(audio), perturbations=ltx_jax.BatchedPerturbationConfig.empty(2)
+    ).compile()
+    assert "__cudnn$fmha" in compiled.as_text()
+    for s, r in zip(sp(video, audio), single, strict=True):
+        assert s.dtype == jnp.bfloat16
+        assert relative_error(np.asarray(s, np.float32), np.asarray(r, np.float32)) <= BF16_TOLERANCE

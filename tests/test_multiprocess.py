@@ -2,47 +2,16 @@
 equals the single-process single-device model."""
 
 import os
-import socket
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 from flax import nnx
 from ltx_core_twin import relative_error
-from multiprocess_case import build_case
+from multiprocess_case import build_case, free_port, run_processes
 
 SP_TOLERANCE = 1e-5  # DESIGN.md: SP equals the single-device model in float32
-TIMEOUT_S = 240
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_processes(commands: list[list[str]], expect_success: bool = True) -> list[str]:
-    """Runs the commands concurrently (bounded time, all reaped on any failure); returns their output."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
-    env.pop("XLA_FLAGS", None)  # each process sets up its own devices
-    procs = [
-        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for command in commands
-    ]
-    try:
-        outputs = [p.communicate(timeout=TIMEOUT_S)[0] for p in procs]
-    finally:
-        for p in procs:  # reaped on any failure, including the timeout
-            p.kill()
-            p.wait()
-    for i, (p, output) in enumerate(zip(procs, outputs, strict=True)):
-        if expect_success:
-            assert p.returncode == 0, f"process {i} exited with {p.returncode}:\n{output[-3000:]}"
-        else:
-            assert p.returncode != 0, f"process {i} succeeded:\n{output[-3000:]}"
-    return outputs
 
 
 def run_two_processes(out_dir: str, model_type: str, tokens: int) -> None:

@@ -6,6 +6,7 @@ Models have one block: a block's attention is where the strategies differ, and c
 
 import collections
 import dataclasses
+import inspect
 import json
 import os
 import re
@@ -22,7 +23,7 @@ from ltx_core_twin import default_inputs, relative_error
 import ltx_jax
 from ltx_jax import BatchedPerturbationConfig
 from ltx_jax.parallel import SequenceParallel, attention_with_lse, make_mesh
-from ltx_jax.parallel.blockwise import merge_partial
+from ltx_jax.parallel.blockwise import block_kernel, cudnn_attention_with_lse, merge_partial
 from ltx_jax.parallel.sharding import param_sharding
 
 SP_TOLERANCE = 1e-5  # DESIGN.md: SP equals the single-device model in float32
@@ -116,6 +117,8 @@ CASES = {
     "av-50-dense": ("av", 50, "dense", ["allgather_kv", "ring", "usp2x4", "usp4x2"]),
     "av-121-keys": ("av", 121, "keys", ["allgather_kv", "ring", "usp2x4", "usp4x2"]),
     "video-121": ("video", 121, "none", ["allgather_kv", "ring", "usp4x2"]),
+    # 9 tokens on 8 devices: blocks of 2, the last three blocks are all padding (key length 0).
+    "video-9": ("video", 9, "none", ["ring"]),
 }
 
 
@@ -155,19 +158,67 @@ def test_compiled_collectives(sp_for, layout, expected):
     assert collectives(sp_for("av", layout), *inputs(AV, 121, "keys")) == expected
 
 
-def test_ring_block_attention_merges_to_full_attention():
-    """attention_with_lse over 3 key blocks, one of them fully masked, merged == one-shot attention."""
+@pytest.mark.parametrize("pad_keys_as", ["bias", "key_lengths"])
+def test_ring_block_attention_merges_to_full_attention(pad_keys_as):
+    """attention_with_lse over 3 key blocks, the last one all padding, merged == one-shot attention;
+    pad keys given as a -inf bias or as key lengths (3, 2 and 0 real keys)."""
     rng = np.random.default_rng(1)
     q, k, v = (jnp.asarray(rng.normal(size=(2, 5, 3, 4)), jnp.float32) for _ in range(3))
     k, v = jnp.concatenate([k, k[:, :2] * 2], axis=1), jnp.concatenate([v, v[:, :2] - 1], axis=1)  # 7 keys
     bias = jnp.where(jnp.arange(7) < 5, 0.0, -jnp.inf)[None, None, None, :]  # keys 5, 6 are padding
     reference = jax.nn.dot_product_attention(q, k[:, :5], v[:, :5], implementation="xla")
-    out, lse = attention_with_lse(q, k[:, :3], v[:, :3], bias=bias[..., :3])
-    for block in (slice(3, 5), slice(5, 7)):
-        out, lse = merge_partial(out, lse, *attention_with_lse(q, k[:, block], v[:, block], bias=bias[..., block]))
+    out = lse = None
+    for block, real_keys in ((slice(0, 3), 3), (slice(3, 5), 2), (slice(5, 7), 0)):
+        if pad_keys_as == "bias":
+            masking = {"bias": bias[..., block]}
+        else:
+            masking = {"key_lengths": jnp.full((2,), real_keys, jnp.int32)}
+        part = attention_with_lse(q, k[:, block], v[:, block], **masking)
+        out, lse = part if out is None else merge_partial(out, lse, *part)
     assert relative_error(out, np.asarray(reference)) <= SP_TOLERANCE
     scores = jnp.einsum("bqhd,bkhd->bhqk", q, k[:, :5]) / 2.0
     np.testing.assert_allclose(lse, jax.nn.logsumexp(scores, axis=-1), rtol=SP_TOLERANCE)
+
+
+def test_all_padding_block_is_empty():
+    """A block with key length 0 gives lse = -inf and out = 0 (no NaN), so the merge drops it."""
+    q, k, v = (jnp.ones((1, 2, 1, 4)) for _ in range(3))
+    out, lse = attention_with_lse(q, k, v, key_lengths=jnp.zeros((1,), jnp.int32))
+    assert np.all(np.asarray(out) == 0)
+    assert np.all(np.isneginf(np.asarray(lse)))
+
+
+def test_ring_kernel_defaults_to_auto_which_picks_xla_where_cudnn_cannot_run():
+    assert inspect.signature(SequenceParallel).parameters["ring_kernel"].default == "auto"
+    q = jnp.asarray(np.random.default_rng(0).standard_normal((1, 4, 2, 8)), jnp.float32)
+    out, lse = block_kernel("auto")(q, q, q)  # float32 on CPU: the XLA kernel, exactly
+    ref_out, ref_lse = attention_with_lse(q, q, q)
+    assert np.array_equal(np.asarray(out), np.asarray(ref_out))
+    assert np.array_equal(np.asarray(lse), np.asarray(ref_lse))
+
+
+def test_ring_kernel_is_kept_for_ring_strategies_only(sp_for):
+    assert sp_for("av", "ring").ring_kernel == "auto"
+    assert sp_for("av", "allgather_kv").ring_kernel is None
+
+
+@pytest.mark.parametrize(
+    ("strategy", "ring_kernel", "message"),
+    [
+        ("ring", "cudnn", r"ring_kernel='cudnn' needs a GPU; JAX's default backend is 'cpu'\. Use ring_kernel='auto'"),
+        ("ring", "flash", r"ring_kernel must be one of \['auto', 'cudnn', 'xla'\], got 'flash'"),
+        ("ulysses", "xla", r"ring_kernel='xla' is the block attention of strategy='ring' and 'usp'; got .*'ulysses'"),
+    ],
+)
+def test_bad_ring_kernel(models, strategy, ring_kernel, message):
+    with pytest.raises(ValueError, match=message):
+        SequenceParallel(models["av"], make_mesh(8), strategy=strategy, ring_kernel=ring_kernel)
+
+
+def test_cudnn_block_attention_refuses_cpu():
+    q = jnp.ones((1, 4, 2, 8), jnp.bfloat16)
+    with pytest.raises(ValueError, match=r"ring_kernel='cudnn' cannot run this attention block: it needs a GPU"):
+        cudnn_attention_with_lse(q, q, q)
 
 
 @pytest.mark.parametrize(

@@ -299,3 +299,40 @@ def test_tiles_spread_over_the_mesh_devices_give_the_same_video():
     assert len(jax.devices()) == 8
     assert relative_error(spread, one_device) <= FLOAT32_TOLERANCE
     assert spread.devices() == {jax.devices()[0]}
+
+
+def test_vae_memory_benchmark_code_path_on_cpu():
+    """scripts/bench_vae_memory.py at a tiny size on CPU (no peak there): our tiled decode, ltx-core's
+    tiled decode, the table; and its `tiled_small` tiles are ltx-core 1.0.0's at the full 1024x1536x121."""
+    import argparse  # noqa: PLC0415 - only this test needs the script and its helpers
+    import importlib.util  # noqa: PLC0415
+    import pathlib  # noqa: PLC0415
+
+    path = pathlib.Path(__file__).parents[1] / "scripts" / "bench_vae_memory.py"
+    spec = importlib.util.spec_from_file_location("bench_vae_memory", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    config, pixels = bench.CONFIGS["tiny"], bench.parse_pixels("64x64x9")
+    ours = bench.run_jax(config, pixels, "tiled_small", cache_dir="", calls=1)
+    theirs = bench.run_torch(config, pixels, on_cpu=True, calls=1)
+    for result in ours, theirs:
+        assert "error" not in result, result["error"]
+        assert result["latent"] == [1, 8, 2, 2, 2]
+        assert result["output"] == [1, 3, 9, 64, 64]
+        assert result["finite"]
+    assert ours["params"] == theirs["params"]  # same config, same modules
+    rows = [
+        {"framework": "jax", "variant": "tiled_small", "compiling": ours, "measured": ours},
+        {"framework": "ltx-core", "variant": "tiled_small", "measured": theirs},
+    ]
+    assert "| ltx-core | tiled_small | 1 | 2x2x2 | n/a | - |" in bench.table(rows)
+
+    full = (1024, 1536, 121)
+    latent = torch.empty(bench.latent_shape(bench.CONFIGS["ltx2"], full), device="meta")
+    assert latent.shape == (1, 128, 16, 32, 48)  # 32 x 32 x 8 compression, causal first frame
+    reference = VideoDecoderConfigurator.from_config({"vae": config})._prepare_tiles(latent, bench.torch_tiling())
+    tiles = bench.jax_tiling("tiled_small", full).tiles(latent.shape[2:], SpatioTemporalScaleFactors(8, 32, 32))
+    assert [t.in_coords[2:] for t in reference] == [t.in_coords for t in tiles]
+    assert len(tiles) == 18
+    with pytest.raises(argparse.ArgumentTypeError, match=r"frames 1 \+ 8k"):
+        bench.parse_pixels("64x64x10")

@@ -19,7 +19,7 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -35,7 +35,7 @@ from ltx_jax.convert.safetensors_file import SafetensorsFile
 from ltx_jax.convert.state_dict import expected_keys, transpose
 from ltx_jax.model.attention import AttentionBackend
 from ltx_jax.model.model import LTXModel
-from ltx_jax.parallel.sharding import param_sharding
+from ltx_jax.parallel.sharding import make_array_from_reader, param_sharding
 
 logger = logging.getLogger(__name__)
 
@@ -268,12 +268,18 @@ def _load_safetensors(
     tensors = DitTensors(st, dtype, loras)
     tensors.check_against(table)
     values = {}
-    for key, (param_path, transposed, _, _) in table.items():
-        host = tensors.read(key)
-        host = transpose(host) if transposed else host
-        sharding = _sharding(host.shape, mesh, shard_weights)
-        values[param_path] = jax.make_array_from_callback(host.shape, sharding, lambda index, h=host: h[index])
+    for key, (param_path, transposed, torch_shape, _) in table.items():
+        shape = tuple(reversed(torch_shape)) if transposed else torch_shape
+        sharding = _sharding(shape, mesh, shard_weights)
+        values[param_path] = make_array_from_reader(shape, sharding, _box_reader(tensors, key, transposed))
     return _set_params(model, values), cfg
+
+
+def _box_reader(tensors: DitTensors, key: str, transposed: bool) -> Callable[[tuple[slice, ...]], np.ndarray]:
+    """JAX-layout box -> that box of parameter `key`, read from the file in ltx-core layout."""
+    if not transposed:
+        return lambda box: tensors.read(key, box)
+    return lambda box: transpose(tensors.read(key, box[::-1]))
 
 
 def _load_converted(

@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 
 from ltx_jax.config import LTXConfig, ModelType
-from ltx_jax.convert.safetensors_file import SafetensorsFile, parse_metadata_json
+from ltx_jax.convert.safetensors_file import Box, SafetensorsFile, normalize_box, parse_metadata_json
 from ltx_jax.convert.state_dict import DIT_PREFIX, mismatch_problems
 
 logger = logging.getLogger(__name__)
@@ -145,18 +145,21 @@ class DitTensors:
         if problems:
             raise ValueError(f"{self.st.path}: the DiT tensors do not match the config: " + "; ".join(problems) + ".")
 
-    def read(self, key: str) -> np.ndarray:
-        """The parameter `key` (model key, no prefix), dequantized, LoRA-fused, in `self.dtype`."""
+    def read(self, key: str, index: Box | None = None) -> np.ndarray:
+        """The parameter `key` (model key, no prefix), dequantized, LoRA-fused, in `self.dtype`; with
+        `index` (a step-1 slice per axis, ltx-core layout) only that box, reading only its bytes."""
         file_key = self.names[key]
-        raw = self.st.read(file_key)
+        box = normalize_box(self.st.info(file_key).shape, index)
+        raw = self.st.read(file_key, box)
         scale_key = file_key[: -len(".weight")] + FP8_SCALE_SUFFIX if file_key.endswith(".weight") else None
-        if scale_key is not None and scale_key in self.st:
+        if scale_key is not None and scale_key in self.st:  # a 0-d scale: dequantizing commutes with slicing
             value = raw.astype(np.float32) * self.st.read(scale_key).astype(np.float32)
         else:
             value = raw
         for lora, pairs in self._loras:
             if key in pairs:
-                value = _fuse(value, *pairs[key], lora.strength, self.dtype)
+                a, b = pairs[key]  # the box's rows of B @ A are B's rows times A's columns
+                value = _fuse(value, a[:, box[1]], b[box[0]], lora.strength, self.dtype)
         return value.astype(self.dtype, copy=False)
 
     def __iter__(self) -> Iterator[tuple[str, np.ndarray]]:

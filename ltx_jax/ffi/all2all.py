@@ -5,9 +5,12 @@ outputs, so senders write into persistent per-GPU receive slots (two, used alter
 rank copies its slot into the output; the slot parity and the arrival counters live in device
 memory, so no host state changes between calls. Protocol and hazards: `csrc/all2all.cu`, docs/ffi.md.
 
-One process drives all GPUs of the mesh (peer access between them). A barrier that waits longer
-than `timeout_s` records which rank waited for which peer; that exchange's output becomes NaN bytes
-and the next exchange on the communicator (or `check_errors()`) raises naming both.
+Two modes, the same kernels: one process drives all GPUs of the mesh (peer access between them),
+or one process per GPU under `jax.distributed` (each allocates its own ranks' buffers and maps its
+peers' through CUDA IPC handles swapped in the key-value store; `ltx_jax.ffi.ipc`). A barrier
+that waits longer than `timeout_s` records which rank waited for which peer; that exchange's output
+becomes NaN bytes and the next exchange on the communicator (or `check_errors()`) raises naming
+both. The other ranks of the group, in every process, stop too and report that a peer failed.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import itertools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +29,8 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh
 
+from ltx_jax.ffi import ipc
+
 LIBRARY_ENV = "LTX_JAX_FFI_LIBRARY"  # path of a prebuilt libltx_all2all.so
 DEFAULT_TIMEOUT_S = 10.0
 MAX_RANKS = 8
@@ -33,6 +39,7 @@ TARGET = "ltx_all_to_all"  # host-side failure check on every call
 GRAPH_TARGET = "ltx_all_to_all_graph"  # CUDA-graph capturable; failures show via check_errors()
 _MESSAGE_BYTES = 1024
 _communicators: list[Communicator] = []
+_ipc_serial = itertools.count()  # every process makes the same communicators in the same order
 _registered_from: Path | None = None  # XLA keeps a target's first registration for the process
 
 
@@ -74,6 +81,16 @@ def load_library() -> ctypes.CDLL:
     ]
     lib.ltx_a2a_error.restype = ctypes.c_int
     lib.ltx_a2a_error.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    lib.ltx_a2a_handle_bytes.restype = ctypes.c_int
+    lib.ltx_a2a_handle_bytes.argtypes = []
+    int_p, size_p = ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_ulonglong)
+    lib.ltx_a2a_ipc_prepare.restype = ctypes.c_int
+    lib.ltx_a2a_ipc_prepare.argtypes = [ctypes.c_int, ctypes.c_int, int_p, int_p, size_p, int_p, ctypes.c_double]
+    lib.ltx_a2a_ipc_prepare.argtypes += [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+    lib.ltx_a2a_ipc_open.restype = ctypes.c_int
+    lib.ltx_a2a_ipc_open.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+    lib.ltx_a2a_ipc_abort.restype = None
+    lib.ltx_a2a_ipc_abort.argtypes = [ctypes.c_int]
     if _registered_from is None:
         jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.LtxAllToAll), platform="CUDA")
         jax.ffi.register_ffi_target(GRAPH_TARGET, jax.ffi.pycapsule(lib.LtxAllToAllGraph), platform="CUDA")
@@ -86,21 +103,35 @@ def _set_registered(path: Path) -> None:
     _registered_from = path
 
 
+def check_communicator_args(groups: Sequence[Sequence[int]], timeout_s: float) -> tuple[tuple[int, ...], ...]:
+    """`groups` as tuples of ints. Raises `ValueError` on unequal or empty groups or a bad timeout."""
+    groups = tuple(tuple(int(d) for d in g) for g in groups)
+    n = len(groups[0]) if groups else 0
+    if not groups or not 1 <= n <= MAX_RANKS or any(len(g) != n for g in groups):
+        raise ValueError(f"groups must be equal-sized groups of 1 to {MAX_RANKS} ranks, got {groups}.")
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be positive, got {timeout_s}.")
+    return groups
+
+
 @dataclasses.dataclass(frozen=True)
 class Communicator:
     """Receive slots and counters for groups of ranks; lives as long as the process.
 
     Attributes:
         id: the handle the FFI call carries.
-        groups: per group, the CUDA ordinal of each rank (a repeated ordinal is a virtual rank).
+        groups: per group, the CUDA ordinal of each rank in the process that runs it (in one
+            process, a repeated ordinal is a virtual rank).
         max_bytes: the largest per-rank output one exchange may have.
         timeout_s: how long a rank waits for a peer before failing.
+        owners: per group, the process of each rank (one process per GPU), or None (one process).
     """
 
     id: int
     groups: tuple[tuple[int, ...], ...]
     max_bytes: int
     timeout_s: float
+    owners: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def n(self) -> int:
@@ -114,21 +145,64 @@ class Communicator:
 
         `blocks` is the send kernel's grid (0: one block per SM, as upstream).
         """
-        groups = tuple(tuple(int(d) for d in g) for g in groups)
-        n = len(groups[0]) if groups else 0
-        if not groups or not 1 <= n <= MAX_RANKS or any(len(g) != n for g in groups):
-            raise ValueError(f"groups must be equal-sized groups of 1 to {MAX_RANKS} ranks, got {groups}.")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {timeout_s}.")
+        groups = check_communicator_args(groups, timeout_s)
         lib = load_library()
-        ordinals = (ctypes.c_int * (len(groups) * n))(*(d for g in groups for d in g))
+        ordinals = (ctypes.c_int * (len(groups) * len(groups[0])))(*(d for g in groups for d in g))
         message = ctypes.create_string_buffer(_MESSAGE_BYTES)
-        comm_id = lib.ltx_a2a_create(len(groups), n, ordinals, max_bytes, blocks, timeout_s, message, _MESSAGE_BYTES)
+        comm_id = lib.ltx_a2a_create(
+            len(groups), len(groups[0]), ordinals, max_bytes, blocks, timeout_s, message, _MESSAGE_BYTES
+        )
         if comm_id < 0:
             raise RuntimeError(
                 f"Could not create the all-to-all communicator for GPUs {groups}: {message.value.decode()}"
             )
         comm = cls(comm_id, groups, int(max_bytes), float(timeout_s))
+        _communicators.append(comm)
+        return comm
+
+    @classmethod
+    def create_ipc(
+        cls,
+        groups: Sequence[Sequence[ipc.Rank]],
+        max_bytes: int,
+        *,
+        axis_name: str,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        blocks: int = 0,
+        setup_timeout_s: float = ipc.DEFAULT_SETUP_TIMEOUT_S,
+    ) -> Communicator:
+        """One process per GPU: allocates this process's ranks of `groups` (the groups it takes part
+        in), swaps CUDA IPC handles with the other processes through jax.distributed and maps theirs.
+
+        Every process must call this with the same arguments, in the same order. Raises
+        `TimeoutError` naming the process that did not publish within `setup_timeout_s`.
+        """
+        me = jax.process_index()
+        mine = tuple(tuple(g) for g in groups if any(r.process == me for r in g))
+        if not mine:
+            raise ValueError(f"axis {axis_name!r}: process {me} runs no rank of the groups {groups}.")
+        ordinals = check_communicator_args([[r.ordinal for r in g] for g in mine], timeout_s)
+        serial = next(_ipc_serial)
+        lib = load_library()
+        pending, published = ipc.prepare(lib, mine, me, max_bytes, blocks, timeout_s)
+        try:
+            keys = {
+                (gi, r): ipc.handle_key(serial, axis_name, max_bytes, group, r)
+                for gi, group in enumerate(mine)
+                for r in range(len(group))
+            }
+            owners = {(gi, r): rank for gi, group in enumerate(mine) for r, rank in enumerate(group)}
+            values = ipc.exchange_handles(ipc.kv_client(), keys, owners, published, setup_timeout_s)
+            table = ipc.handle_table(values, mine, axis_name)
+        except BaseException:
+            lib.ltx_a2a_ipc_abort(pending)  # frees this process's buffers
+            raise
+        message = ctypes.create_string_buffer(_MESSAGE_BYTES)
+        comm_id = lib.ltx_a2a_ipc_open(pending, table, message, _MESSAGE_BYTES)
+        if comm_id < 0:
+            raise RuntimeError(f"Could not map the all-to-all buffers of {mine}: {message.value.decode()}")
+        owners = tuple(tuple(r.process for r in g) for g in mine)
+        comm = cls(comm_id, ordinals, int(max_bytes), float(timeout_s), owners)
         _communicators.append(comm)
         return comm
 
@@ -190,21 +264,44 @@ def all_to_all_ranked(
     )
 
 
+def slot_size(nbytes: int) -> int:
+    """A communicator's slot size for an exchange of `nbytes` per rank: a power of two, at least 1 MiB."""
+    return max(MIN_SLOT_BYTES, 1 << (max(nbytes, 1) - 1).bit_length())
+
+
 class FfiAllToAll:
     """`jax.lax.all_to_all` (tiled) over `mesh` by CUDA peer-to-peer copies; call it inside a
     `shard_map` over `mesh`. Communicators are created at trace time, one per mesh axis, sized to
     the largest exchange traced so far (rounded up to a power of two).
 
+    With several processes (`jax.distributed`, one or more GPUs each, one node) each process runs
+    only its own ranks and maps its peers' buffers through CUDA IPC; every process must trace the
+    same programs in the same order (as SPMD programs do).
+
     Args:
-        mesh: a mesh of CUDA GPUs, all driven by this process.
-        timeout_s: how long a rank waits for a peer before the exchange fails.
+        mesh: a mesh of CUDA GPUs of one node.
+        timeout_s: how long a rank waits for a peer before the exchange fails. With several
+            processes it must also cover how far one process may start a program behind another.
         command_buffer: mark the custom call CUDA-graph compatible (see GRAPH_TARGET).
         blocks: the send kernel's grid; 0 is one block per SM.
+        setup_timeout_s: several processes: how long creating a communicator waits for the other
+            processes' IPC handles.
     """
 
     def __init__(
-        self, mesh: Mesh, *, timeout_s: float = DEFAULT_TIMEOUT_S, command_buffer: bool = False, blocks: int = 0
+        self,
+        mesh: Mesh,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        command_buffer: bool = False,
+        blocks: int = 0,
+        setup_timeout_s: float = ipc.DEFAULT_SETUP_TIMEOUT_S,
     ) -> None:
+        for name, value in (("timeout_s", timeout_s), ("setup_timeout_s", setup_timeout_s)):
+            if not value > 0:
+                raise ValueError(f"FfiAllToAll: {name} must be a positive number of seconds, got {value!r}.")
+        if not isinstance(blocks, int) or blocks < 0:
+            raise ValueError(f"FfiAllToAll: blocks must be an int >= 0 (0: one per SM), got {blocks!r}.")
         platforms = {d.platform for d in mesh.devices.flat}
         versions = {getattr(d.client, "platform_version", "").lower() for d in mesh.devices.flat}
         if platforms != {"gpu"} or not all("cuda" in v for v in versions):
@@ -212,29 +309,49 @@ class FfiAllToAll:
                 f"backend='ffi' runs on CUDA GPUs; this mesh's devices are {sorted(platforms)}. "
                 "Use backend='all_to_all'."
             )
-        if jax.process_count() > 1:
-            raise NotImplementedError(
-                "backend='ffi' drives all GPUs from one process; the multi-process (CUDA IPC) mode is not implemented "
-                f"yet and this run has {jax.process_count()} processes. Use backend='all_to_all'."
-            )
         load_library()
         self.mesh, self.timeout_s, self.command_buffer, self.blocks = mesh, timeout_s, command_buffer, blocks
+        self.setup_timeout_s = setup_timeout_s
         self._comms: dict[str, Communicator] = {}
 
-    def groups(self, axis_name: str) -> tuple[tuple[int, ...], ...]:
-        """CUDA ordinals of the devices along `axis_name`, one tuple per index of the other axes."""
+    def __repr__(self) -> str:
+        return (
+            f"FfiAllToAll(mesh={dict(self.mesh.shape)}, timeout_s={self.timeout_s}, "
+            f"command_buffer={self.command_buffer}, blocks={self.blocks})"
+        )
+
+    def ranks(self, axis_name: str) -> tuple[tuple[ipc.Rank, ...], ...]:
+        """The devices along `axis_name` as `ipc.Rank`s, one tuple per index of the other axes."""
         if axis_name not in self.mesh.axis_names:
             raise ValueError(f"axis_name {axis_name!r} is not an axis of the mesh {self.mesh.axis_names}.")
         devices = np.moveaxis(self.mesh.devices, self.mesh.axis_names.index(axis_name), -1)
-        n = devices.shape[-1]
-        return tuple(tuple(d.local_hardware_id for d in row) for row in devices.reshape(-1, n))
+        rows = devices.reshape(-1, devices.shape[-1])
+        me = jax.process_index()
+        return tuple(
+            tuple(ipc.Rank(d.process_index, d.id, d.local_hardware_id if d.process_index == me else -1) for d in row)
+            for row in rows
+        )
+
+    def groups(self, axis_name: str) -> tuple[tuple[int, ...], ...]:
+        """CUDA ordinals of the devices along `axis_name`, one tuple per index of the other axes."""
+        return tuple(tuple(r.ordinal for r in row) for row in self.ranks(axis_name))
 
     def communicator(self, axis_name: str, nbytes: int) -> Communicator:
         """The communicator for `axis_name` with room for `nbytes` per rank, made or grown here."""
         comm = self._comms.get(axis_name)
         if comm is None or comm.max_bytes < nbytes:
-            size = max(MIN_SLOT_BYTES, 1 << (max(nbytes, 1) - 1).bit_length())
-            comm = Communicator.create(self.groups(axis_name), size, timeout_s=self.timeout_s, blocks=self.blocks)
+            size = slot_size(nbytes)
+            if jax.process_count() == 1:
+                comm = Communicator.create(self.groups(axis_name), size, timeout_s=self.timeout_s, blocks=self.blocks)
+            else:
+                comm = Communicator.create_ipc(
+                    self.ranks(axis_name),
+                    size,
+                    axis_name=axis_name,
+                    timeout_s=self.timeout_s,
+                    blocks=self.blocks,
+                    setup_timeout_s=self.setup_timeout_s,
+                )
             self._comms[axis_name] = comm
         return comm
 

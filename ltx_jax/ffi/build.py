@@ -1,12 +1,15 @@
-"""Builds the CUDA peer-to-peer all-to-all of `csrc/` with nvcc: `python -m ltx_jax.ffi.build [--harness]`.
+"""Builds the CUDA peer-to-peer all-to-all of `csrc/` with nvcc: `python -m ltx_jax.ffi.build [--harness] [--arch A]`.
 
 The library (`build/ffi/libltx_all2all.so` in the checkout) holds the kernels and the XLA FFI
-handlers, compiled for Hopper (sm_90) against the XLA FFI headers of the installed jax
-(`jax.ffi.include_dir()`). The harness is the standalone virtual-rank test program.
+handlers, compiled against the XLA FFI headers of the installed jax (`jax.ffi.include_dir()`) for
+the GPU architecture given by `--arch`, else `$LTX_JAX_CUDA_ARCH`, else sm_90 (Hopper). The
+kernels need sm_70 or newer (system-scope acquire/release); e.g. sm_80 for A100, sm_100 for B200.
+The harness is the standalone virtual-rank test program.
 """
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,7 +22,27 @@ BUILD_DIR = REPO / "build" / "ffi"
 LIBRARY_NAME = "libltx_all2all.so"
 HARNESS_NAME = "all2all_harness"
 DEFAULT_NVCC = "/usr/local/cuda/bin/nvcc"
-ARCH = "sm_90"  # H100/H200; the kernels use only sm_70+ features, so other archs build too
+ARCH_ENV = "LTX_JAX_CUDA_ARCH"
+DEFAULT_ARCH = "sm_90"  # H100/H200
+MIN_ARCH = 70  # ld.acquire.sys / red.release.sys
+LIBRARY_SOURCES = ("all2all.cu", "all2all_comm.cu", "all2all_ffi.cc")
+HARNESS_SOURCES = ("all2all.cu", "all2all_comm.cu", "all2all_harness.cu")
+
+
+def resolve_arch(arch: str | None = None) -> str:
+    """`arch`, else `$LTX_JAX_CUDA_ARCH`, else sm_90, checked: `sm_XY` or `compute_XY` with XY >= 70.
+
+    Raises `ValueError` naming the value and the expected form.
+    """
+    value = arch or os.environ.get(ARCH_ENV) or DEFAULT_ARCH
+    match = re.fullmatch(r"(sm|compute)_(\d+)[af]?", value)
+    if match is None or int(match.group(2)) < MIN_ARCH:
+        source = "arch" if arch else ARCH_ENV if os.environ.get(ARCH_ENV) else "the default"
+        raise ValueError(
+            f"{source}={value!r} is not a CUDA architecture this all-to-all supports; pass an nvcc -arch value "
+            f"like 'sm_90' (H100/H200), 'sm_80' (A100) or 'sm_100' (B200), at least sm_{MIN_ARCH}."
+        )
+    return value
 
 
 def find_nvcc() -> str:
@@ -53,42 +76,46 @@ def _run(command: list[str], output: Path) -> Path:
     return output
 
 
-def library_command(nvcc: str, output: Path, arch: str = ARCH) -> list[str]:
-    """The nvcc command line that builds the shared library into `output`."""
+def library_command(nvcc: str, output: Path, arch: str | None = None) -> list[str]:
+    """The nvcc command line that builds the shared library into `output` (arch: see `resolve_arch`)."""
     return [
         nvcc,
         "-O3",
         "-std=c++17",
-        f"-arch={arch}",
+        f"-arch={resolve_arch(arch)}",
         "-shared",
         "-Xcompiler=-fPIC,-Wall",
         "-isystem",
         jax.ffi.include_dir(),
         f"-I{CSRC}",
-        *_sources("all2all.cu", "all2all_ffi.cc"),
+        *_sources(*LIBRARY_SOURCES),
         "-o",
         str(output),
     ]
 
 
-def build(build_dir: Path = BUILD_DIR, *, nvcc: str | None = None, arch: str = ARCH) -> Path:
-    """Compiles the library into `build_dir` and returns its path. Raises `RuntimeError` on failure."""
+def build(build_dir: Path = BUILD_DIR, *, nvcc: str | None = None, arch: str | None = None) -> Path:
+    """Compiles the library into `build_dir` and returns its path. Raises `RuntimeError` on failure.
+
+    `arch` is nvcc's -arch; None takes `$LTX_JAX_CUDA_ARCH`, else sm_90.
+    """
     output = Path(build_dir) / LIBRARY_NAME
     return _run(library_command(nvcc or find_nvcc(), output, arch), output)
 
 
-def build_harness(build_dir: Path = BUILD_DIR, *, nvcc: str | None = None, arch: str = ARCH) -> Path:
+def build_harness(build_dir: Path = BUILD_DIR, *, nvcc: str | None = None, arch: str | None = None) -> Path:
     """Compiles the virtual-rank harness (`all2all_harness [--blocks B] [--iters K] [n ...]`)."""
     output = Path(build_dir) / HARNESS_NAME
-    sources = _sources("all2all.cu", "all2all_harness.cu")
-    command = [nvcc or find_nvcc(), "-O3", "-std=c++17", f"-arch={arch}", "-lineinfo", f"-I{CSRC}", *sources]
+    sources = _sources(*HARNESS_SOURCES)
+    command = [nvcc or find_nvcc(), "-O3", "-std=c++17", f"-arch={resolve_arch(arch)}", "-lineinfo", f"-I{CSRC}"]
+    command += sources
     return _run([*command, "-o", str(output)], output)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build-dir", type=Path, default=BUILD_DIR)
-    parser.add_argument("--arch", default=ARCH, help="nvcc -arch (default sm_90)")
+    parser.add_argument("--arch", help=f"nvcc -arch, e.g. sm_80 (default: ${ARCH_ENV}, else {DEFAULT_ARCH})")
     parser.add_argument("--harness", action="store_true", help="also build the virtual-rank harness")
     args = parser.parse_args()
     print(build(args.build_dir, arch=args.arch))  # noqa: T201

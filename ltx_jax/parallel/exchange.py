@@ -19,11 +19,14 @@ def lax_all_to_all(x: jax.Array, *, axis_name: str, split_axis: int, concat_axis
     return lax.all_to_all(x, axis_name, split_axis, concat_axis, tiled=tiled)
 
 
-def exchange_backend(name: ExchangeBackend, mesh: Mesh | None = None) -> AllToAll:
+def exchange_backend(name: ExchangeBackend | AllToAll, mesh: Mesh | None = None) -> AllToAll:
     """The all-to-all named `name` for `mesh`. Raises with the reason if it cannot run here.
 
     "ffi" needs the mesh (its peer buffers live on the mesh's GPUs) and a built `ltx_jax.ffi` library.
+    An all-to-all callable is returned as it is, e.g. `FfiAllToAll(mesh, command_buffer=True)`.
     """
+    if callable(name):
+        return name
     if name == "all_to_all":
         return lax_all_to_all
     if name == "ffi":

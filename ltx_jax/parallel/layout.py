@@ -40,21 +40,6 @@ def bias_block(bias: jax.Array | None, start: jax.Array, size: int, axis: int) -
     return lax.dynamic_slice_in_dim(bias, start, size, axis=axis)
 
 
-def pad_key_bias(
-    bias: jax.Array | None, key_start: jax.Array, block: int, valid_tokens: int, padded_tokens: int
-) -> jax.Array | None:
-    """The bias of the key block `[key_start, key_start + block)` with its pad keys at -inf.
-
-    `bias` is the caller's bias already cut to this key block (or None). -inf, not the caller's
-    finite minimum, so a pad key weighs exactly zero even in rows the caller masked completely. No
-    padding and no caller bias: None; padding only: `(1, 1, 1, block)`, O(T / n).
-    """
-    if valid_tokens == padded_tokens:
-        return bias
-    valid = (key_start + jnp.arange(block) < valid_tokens)[None, None, None, :]
-    return jnp.where(valid, jnp.zeros((), jnp.float32) if bias is None else bias, -jnp.inf)
-
-
 def uniform_masked_rows(q: jax.Array, bias: jax.Array | None, valid_tokens: int) -> tuple[jax.Array, jax.Array | None]:
     """Rewrites the query rows the caller masked completely, for blockwise (log-sum-exp) attention.
 

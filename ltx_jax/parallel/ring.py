@@ -2,7 +2,9 @@
 
 Runs inside `jax.shard_map`. Ring: device `r` keeps its query block and, for `R` steps, attends to
 the K/V block it holds while passing that block on to device `r + 1` (`lax.ppermute`); the partial
-results are merged with the online softmax of `ltx_jax.parallel.blockwise` in float32. The loop is
+results are merged with the online softmax of `ltx_jax.parallel.blockwise` in float32. The
+per-block attention is `block_attention`: cuDNN flash attention with its log-sum-exp on GPU, XLA
+attention with scores materialized on CPU (`SequenceParallel(..., ring_kernel=...)`). The loop is
 unrolled and each step's `ppermute` is issued before its attention, so XLA can overlap the transfer
 of the next block with the current block's compute.
 
@@ -19,14 +21,7 @@ from jax import lax
 
 from ltx_jax.parallel.blockwise import BlockAttentionFn, attention_with_lse, merge_across, merge_partial
 from ltx_jax.parallel.exchange import AllToAll, gather_heads, lax_all_to_all, send_heads
-from ltx_jax.parallel.layout import (
-    as_bias4d,
-    bias_block,
-    merge_heads,
-    pad_key_bias,
-    split_heads,
-    uniform_masked_rows,
-)
+from ltx_jax.parallel.layout import as_bias4d, bias_block, merge_heads, split_heads, uniform_masked_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +36,7 @@ class RingAttention:
         ulysses_axis: the head-exchange axis of "usp" (None for plain ring).
         ulysses_size: devices on `ulysses_axis` (U; 1 for plain ring).
         all_to_all: the head-exchange backend of "usp".
-        block_attention: the per-block attention returning the log-sum-exp.
+        block_attention: the per-block attention returning the log-sum-exp (`blockwise.block_kernel`).
     """
 
     ring_axis: str
@@ -69,15 +64,18 @@ class RingAttention:
         """`(..., T/n, H, D)` -> `(..., T/R, H/U, D)`: my ring block, my heads."""
         return x if self.ulysses_axis is None else send_heads(x, self.all_to_all, self.ulysses_axis)
 
-    def _key_bias(self, bias: jax.Array | None, source: jax.Array) -> jax.Array | None:
-        """The bias for the key block that started on ring device `source`."""
-        start = source * self.block
-        cut = bias_block(bias, start, self.block, axis=-1)
-        return pad_key_bias(cut, start, self.block, self.valid_tokens, self.padded_tokens)
+    def _key_lengths(self, source: jax.Array, batch_size: int) -> jax.Array | None:
+        """`(B,)` real keys of the block that started on ring device `source` (the pad keys are the
+        last of the whole sequence, so a block's real keys are a prefix); None without padding."""
+        if self.valid_tokens == self.padded_tokens:
+            return None
+        real = jnp.clip(self.valid_tokens - source * self.block, 0, self.block)
+        return jnp.full((batch_size,), real, jnp.int32)
 
     def ring(self, q: jax.Array, kv: jax.Array, bias: jax.Array | None) -> tuple[jax.Array, jax.Array]:
         """`q` `(B, T/R, h, D)` over every ring block: `kv` `(2, B, T/R, h, D)` is this device's K/V block,
-        `bias` the caller's bias for these query rows and all T keys. -> `out` float32, `lse`."""
+        `bias` the caller's bias for these query rows and all T keys. -> `out` (float32; the kernel's
+        dtype when R = 1), `lse` float32."""
         rank = lax.axis_index(self.ring_axis)
         forward = [(i, (i + 1) % self.ring_size) for i in range(self.ring_size)]
         out = lse = None
@@ -85,7 +83,13 @@ class RingAttention:
             # Issued before this step's attention, so the transfer can overlap it.
             incoming = lax.ppermute(kv, self.ring_axis, forward) if step < self.ring_size - 1 else None
             source = (rank - step) % self.ring_size
-            part = self.block_attention(q, kv[0], kv[1], bias=self._key_bias(bias, source))
+            part = self.block_attention(
+                q,
+                kv[0],
+                kv[1],
+                bias=bias_block(bias, source * self.block, self.block, axis=-1),
+                key_lengths=self._key_lengths(source, q.shape[0]),
+            )
             out, lse = part if out is None else merge_partial(out, lse, *part)
             kv = incoming
         return out, lse
@@ -96,7 +100,7 @@ class RingAttention:
         """Local `(B, T/n, H*D)` q/k/v (already normed and rotated) -> local `(B, T/n, H*D)`.
 
         `mask` is the caller's padded `(B, 1, T|1, T)` bias or None; it is cut to this device's query
-        rows and, each step, to the key block at hand. Pad keys get -inf.
+        rows and, each step, to the key block at hand. Pad keys are removed by per-block key lengths.
         """
         qkv = self._send_heads(jnp.stack([split_heads(t, heads) for t in (q, k, v)]))
         bias = as_bias4d(mask)
@@ -123,8 +127,9 @@ class RingAttention:
             raise ValueError("video-to-audio attention takes no mask in LTX-2; got one.")
         q_heads = self._my_heads(split_heads(q, heads), heads)
         kv = self._send_heads(jnp.stack([split_heads(k, heads), split_heads(v, heads)]))
-        bias = self._key_bias(None, lax.axis_index(self.ring_axis))
-        out = merge_across(*self.block_attention(q_heads, kv[0], kv[1], bias=bias), self.ring_axis).astype(q.dtype)
+        lengths = self._key_lengths(lax.axis_index(self.ring_axis), q.shape[0])
+        part = self.block_attention(q_heads, kv[0], kv[1], key_lengths=lengths)
+        out = merge_across(*part, self.ring_axis).astype(q.dtype)
         if self.ulysses_axis is not None:
             out = lax.all_gather(out, self.ulysses_axis, axis=-2, tiled=True)
         return merge_heads(out)

@@ -24,10 +24,11 @@ from jax.sharding import PartitionSpec as P
 from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
 from ltx_jax.model.modality import Modality
 from ltx_jax.model.model import LTXModel, validate_inputs
-from ltx_jax.parallel.exchange import ExchangeBackend, exchange_backend
+from ltx_jax.parallel.blockwise import RingKernel
+from ltx_jax.parallel.exchange import AllToAll, ExchangeBackend, exchange_backend
 from ltx_jax.parallel.mesh import SequenceAxes, sequence_axes, sequence_size
 from ltx_jax.parallel.sharding import gather, sharded_axis, spec_of
-from ltx_jax.parallel.strategies import Strategy, check_layout, sequence_attention
+from ltx_jax.parallel.strategies import RING_STRATEGIES, Strategy, check_layout, sequence_attention
 
 logger = logging.getLogger(__name__)
 
@@ -114,13 +115,18 @@ class SequenceParallel:
             are gathered block by block inside the forward.
         mesh: a mesh with an `"sp"` axis (`ltx_jax.parallel.make_mesh(n)`), or for "usp" one with
             axes ("ring", "ulysses") (`make_mesh(n, ulysses=u)`).
-        backend: the head exchange: "all_to_all" (`jax.lax.all_to_all`) or "ffi" (CUDA P2P kernel,
-            "ulysses" only).
+        backend: the head exchange: "all_to_all" (`jax.lax.all_to_all`), "ffi" (CUDA P2P kernel,
+            "ulysses" only), or an all-to-all callable such as
+            `ltx_jax.ffi.FfiAllToAll(mesh, command_buffer=True)`.
         strategy: "ulysses" (heads exchanged over the whole mesh; heads divisible by n),
             "allgather_kv" (K/V all-gathered), "ring" (K/V blocks rotate; any head count) or "usp"
             (Ulysses inside the "ulysses" axis, ring across "ring"; heads divisible by u).
             See docs/sequence-parallel.md for when to use which.
         max_tokens: the largest padded video token count accepted.
+        ring_kernel: the block attention of "ring" and "usp": "cudnn" (cuDNN flash attention with
+            its log-sum-exp; bf16/fp16 on GPU, raises where cuDNN cannot run a block), "xla" (scores
+            materialized, any dtype) or "auto" (cuDNN where it can run the block, else XLA: float32
+            models and CPUs get XLA).
     """
 
     def __init__(
@@ -128,17 +134,19 @@ class SequenceParallel:
         model: LTXModel,
         mesh: Mesh,
         *,
-        backend: ExchangeBackend = "all_to_all",
+        backend: ExchangeBackend | AllToAll = "all_to_all",
         strategy: Strategy = "ulysses",
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        ring_kernel: RingKernel = "auto",
     ) -> None:
-        check_layout(model.cfg, mesh, strategy, backend)
+        check_layout(model.cfg, mesh, strategy, backend, ring_kernel)
         self.model = model
         self.mesh = mesh
         self.strategy = strategy
         self.axes = sequence_axes(mesh)
         self.mesh_size = sequence_size(mesh)
         self.max_tokens = max_tokens
+        self.ring_kernel = ring_kernel if strategy in RING_STRATEGIES else None
         self._all_to_all = exchange_backend(backend, mesh)
         self._replicated = NamedSharding(mesh, P())
         nnx.update(model, jax.tree.map(self._place_param, nnx.state(model)))
@@ -151,8 +159,9 @@ class SequenceParallel:
         self._sharded = jax.jit(self._sharded_forward, static_argnames=("perturbations",))
         self._replicated_forward = jax.jit(self._plain_forward, static_argnames=("perturbations",))
         logger.info(
-            "SequenceParallel: %s over %d devices %s, head exchange %r, %s weights",
+            "SequenceParallel: %s%s over %d devices %s, head exchange %r, %s weights",
             strategy,
+            f" (block attention {self.ring_kernel})" if self.ring_kernel else "",
             self.mesh_size,
             dict(mesh.shape),
             backend,
@@ -218,6 +227,7 @@ class SequenceParallel:
             all_to_all=self._all_to_all,
             valid_tokens=tokens,
             padded_tokens=video.latent.shape[1],
+            ring_kernel=self.ring_kernel,
         )
         attention_ops = self.model.attention_ops.with_overrides(
             attn1=attention.video_self_attention, video_to_audio_attn=attention.video_to_audio
