@@ -135,12 +135,16 @@ std::string CreateComm(int groups, int n, const int* ordinals, unsigned long lon
 std::string PrepareIpc(int groups, int n, const int* ordinals, const int* owned, unsigned long long* slot_bytes,
                        int* nblocks, double timeout_s, cudaIpcMemHandle_t* handles, int* id);
 
-// Step 2: opens the other ranks' handles (handles[g * n + r]; owned ones are ignored) and completes
-// communicator `id`. On failure everything of `id` is freed and closed.
-std::string OpenIpc(int id, const cudaIpcMemHandle_t* handles);
+// Step 2: opens the other ranks' handles (handles[g * n + r]; owned ones are ignored; ordinals[g * n + r]
+// is each rank's GPU in its own process, for messages) and completes communicator `id`. On failure
+// the communicator is retired (see AbortIpc with published = 1).
+std::string OpenIpc(int id, const cudaIpcMemHandle_t* handles, const int* ordinals);
 
-// Frees a pending communicator whose handle exchange failed.
-void AbortIpc(int id);
+// Gives up a pending communicator whose handle exchange failed. Unpublished: everything is freed.
+// Published (peers may have mapped this process's buffers and may still write into them): the
+// buffers are kept (leaked) and every reachable rank of its groups is marked dead, so peers' next
+// exchange stops at once instead of writing into memory that could be reused.
+void AbortIpc(int id, bool published);
 
 // Returns "" on success, else the reason. `dims` is x's shape; split/concat are axes of x.
 std::string MakeGeometry(int n, int ndim, const long long* dims, int split_axis, int concat_axis, int elem_bytes,
@@ -168,9 +172,9 @@ int ltx_a2a_handle_bytes(void);
 int ltx_a2a_ipc_prepare(int groups, int n, const int* ordinals, const int* owned, unsigned long long* slot_bytes,
                         int* nblocks, double timeout_s, char* handles, char* err, int err_len);
 // OpenIpc. Returns the communicator's id, or -1 with the reason.
-int ltx_a2a_ipc_open(int pending, const char* handles, char* err, int err_len);
+int ltx_a2a_ipc_open(int pending, const char* handles, const int* ordinals, char* err, int err_len);
 // AbortIpc.
-void ltx_a2a_ipc_abort(int pending);
+void ltx_a2a_ipc_abort(int pending, int published);
 // 1 and the message in `msg` if the communicator has failed, else 0.
 int ltx_a2a_error(int comm, char* msg, int msg_len);
 }

@@ -3,7 +3,8 @@
 // One process per GPU: each process allocates its own ranks and exports CUDA IPC handles (PrepareIpc);
 // after Python has swapped them through the jax.distributed key-value store, OpenIpc maps the peers'
 // allocations (cudaIpcOpenMemHandle cannot open a handle of its own process, hence the two paths).
-// Either way the kernels get the same GroupView. A failed creation frees and closes what it made.
+// Either way the kernels get the same GroupView. A failed creation frees and closes what it made,
+// except buffers whose IPC handles were already published: those are retired (Retire).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,6 +23,14 @@ constexpr const char* kSameNodeHint =
     "; every process of a group must run on one node and see all of its GPUs (start them with "
     "jax.distributed.initialize(local_device_ids=[i]), not CUDA_VISIBLE_DEVICES), or use backend='all_to_all'";
 
+bool IsLocal(const GroupView& g, int r) { return (g.local >> r) & 1u; }
+
+int FirstLocal(const GroupView& g) {
+  int first = 0;
+  while (first < g.n && !IsLocal(g, first)) ++first;
+  return first;
+}
+
 // Best effort: the caller is already reporting the first failure, later ones are cleared.
 void Release(Comm* comm) {
   DeviceGuard guard;
@@ -36,6 +45,30 @@ void Release(Comm* comm) {
   comm->mappings.clear();
   if (comm->errors != nullptr) cudaFreeHost(comm->errors);
   comm->errors = nullptr;
+  comm->groups.clear();
+  comm->ready = false;
+  cudaGetLastError();
+}
+
+// For a communicator whose handles peers may have opened: marks every reachable rank of its groups
+// dead (peers' waits end at once), closes the handles it opened, and keeps its own allocations, so
+// a peer still writing into them never writes into memory this process reuses.
+void Retire(Comm* comm) {
+  DeviceGuard guard;
+  const unsigned dead = 1;
+  for (const GroupView& g : comm->groups) {
+    for (int r = 0; r < g.n; ++r) {
+      if (g.control[r] == nullptr) continue;
+      cudaSetDevice(g.ordinal[IsLocal(g, r) ? r : FirstLocal(g)]);
+      cudaMemcpy(&g.control[r]->dead, &dead, sizeof(dead), cudaMemcpyHostToDevice);
+    }
+  }
+  for (const Mapping& m : comm->mappings) {
+    if (!m.opened) continue;
+    cudaSetDevice(m.ordinal);
+    cudaIpcCloseMemHandle(m.base);
+  }
+  comm->mappings.clear();
   comm->groups.clear();
   comm->ready = false;
   cudaGetLastError();
@@ -57,8 +90,6 @@ std::string EnablePeerAccess(int from, int to) {
   A2A_CHECK(err);
   return "";
 }
-
-bool IsLocal(const GroupView& g, int r) { return (g.local >> r) & 1u; }
 
 // Allocates and zeroes the group's local ranks, with peer access between their GPUs.
 std::string AllocateGroup(const int* ordinals, const int* owned, Comm* comm, GroupView* g) {
@@ -131,8 +162,7 @@ std::string Setup(int groups, int n, const int* ordinals, const int* owned, unsi
 
 // Maps rank s of group g from its handle; every local GPU of the group gets access to it.
 std::string OpenRank(Comm* comm, GroupView* g, int s, const cudaIpcMemHandle_t& handle) {
-  int first = 0;
-  while (!IsLocal(*g, first)) ++first;
+  const int first = FirstLocal(*g);
   A2A_CHECK(cudaSetDevice(g->ordinal[first]));
   void* base = nullptr;
   cudaError_t err = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess);
@@ -154,11 +184,12 @@ std::string OpenRank(Comm* comm, GroupView* g, int s, const cudaIpcMemHandle_t& 
   return "";
 }
 
-std::string OpenPeers(Comm* comm, const cudaIpcMemHandle_t* handles) {
+std::string OpenPeers(Comm* comm, const cudaIpcMemHandle_t* handles, const int* ordinals) {
   for (size_t gi = 0; gi < comm->groups.size(); ++gi) {
     GroupView& g = comm->groups[gi];
     for (int s = 0; s < g.n; ++s) {
       if (IsLocal(g, s)) continue;
+      g.ordinal[s] = ordinals[gi * g.n + s];  // the peer's own GPU number, for messages only
       std::string why = OpenRank(comm, &g, s, handles[gi * g.n + s]);
       if (!why.empty()) return why;
     }
@@ -222,13 +253,13 @@ std::string PrepareIpc(int groups, int n, const int* ordinals, const int* owned,
   return "";
 }
 
-std::string OpenIpc(int id, const cudaIpcMemHandle_t* handles) {
+std::string OpenIpc(int id, const cudaIpcMemHandle_t* handles, const int* ordinals) {
   Comm* comm = FindPending(id);
   if (comm == nullptr) return "no pending communicator " + std::to_string(id) + " (already opened or freed)";
   DeviceGuard guard;
-  std::string why = OpenPeers(comm, handles);
+  std::string why = OpenPeers(comm, handles, ordinals);
   if (!why.empty()) {
-    Release(comm);
+    Retire(comm);
     return why;
   }
   std::lock_guard<std::mutex> lock(registry_mutex);
@@ -236,9 +267,14 @@ std::string OpenIpc(int id, const cudaIpcMemHandle_t* handles) {
   return "";
 }
 
-void AbortIpc(int id) {
+void AbortIpc(int id, bool published) {
   Comm* comm = FindPending(id);
-  if (comm != nullptr) Release(comm);
+  if (comm == nullptr) return;
+  if (published) {
+    Retire(comm);
+  } else {
+    Release(comm);
+  }
 }
 
 }  // namespace ltx_a2a
@@ -272,13 +308,14 @@ extern "C" int ltx_a2a_ipc_prepare(int groups, int n, const int* ordinals, const
   return why.empty() ? id : -1;
 }
 
-extern "C" int ltx_a2a_ipc_open(int pending, const char* handles, char* err, int err_len) {
-  const std::string why = ltx_a2a::OpenIpc(pending, reinterpret_cast<const cudaIpcMemHandle_t*>(handles));
+extern "C" int ltx_a2a_ipc_open(int pending, const char* handles, const int* ordinals, char* err, int err_len) {
+  const std::string why =
+      ltx_a2a::OpenIpc(pending, reinterpret_cast<const cudaIpcMemHandle_t*>(handles), ordinals);
   CopyMessage(why, err, err_len);
   return why.empty() ? pending : -1;
 }
 
-extern "C" void ltx_a2a_ipc_abort(int pending) { ltx_a2a::AbortIpc(pending); }
+extern "C" void ltx_a2a_ipc_abort(int pending, int published) { ltx_a2a::AbortIpc(pending, published != 0); }
 
 extern "C" int ltx_a2a_error(int comm, char* msg, int msg_len) {
   const std::string message = ltx_a2a::ErrorMessage(comm);

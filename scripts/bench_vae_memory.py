@@ -12,7 +12,7 @@ process so that the device's peak is its own (see docs/video_vae.md, "Memory"):
 - `tiled_small`: ltx-core 1.0.0's `TilingConfig(SpatialTilingConfig(768, 64), TemporalTilingConfig(80, 24))`
   (`TileSizeConfig.from_long_side`: 512 x 768 px tiles at 1024 x 1536); ltx-core runs it too, when torch
   sees CUDA (or with `--torch-on-cpu`), with its own random init: memory does not depend on the values.
-- `untiled`: one jitted pass; expected to run out of memory at full size.
+- `untiled`: one jitted pass (it fit on an H200 at full size: 17.6 GiB, docs/video_vae.md).
 
 A JAX variant runs in two processes sharing a persistent compilation cache: the first compiles (its
 peak includes XLA's convolution autotuning), the second loads the executables, so its
@@ -380,7 +380,7 @@ def write_report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str:
 
 
 def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """JAX's tiled variants, ltx-core's, then untiled (expected to fail, and maybe slowly)."""
+    """JAX's tiled variants, ltx-core's, then untiled (last: on a smaller GPU it may run out of memory)."""
     with_torch = torch_available(args.torch_on_cpu)
     if not with_torch:
         print("ltx-core row skipped: it needs torch with CUDA (or --torch-on-cpu) and ltx-core.", flush=True)

@@ -66,6 +66,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     models.add_argument("--prompt-embeddings", type=Path, help=".npz with video/audio[/negative_video/negative_audio]")
     models.add_argument("--spatial-upsampler-path", type=Path, help="2x latent upsampler .safetensors")
     models.add_argument("--distilled-lora", nargs="+", metavar=("PATH", "STRENGTH"), help="stage-2 LoRA [strength]")
+    models.add_argument(
+        "--shard-weights",
+        action="store_true",
+        help="split the DiT's weights over the mesh (FSDP: a process reads only its slices), not a copy per device",
+    )
     gen = parser.add_argument_group("generation")
     gen.add_argument("--pipeline", choices=["one-stage", "two-stage", "distilled"], default="one-stage")
     gen.add_argument("--prompt", default="A red fox trots through fresh snow at dawn, birds singing.")

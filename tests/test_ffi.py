@@ -172,11 +172,13 @@ def test_missing_peer_handle_names_the_process():
 
 
 def test_handle_table_orders_handles_and_checks_agreement():
-    values = {(0, 0): ipc.encode(b"a" * 64, 132, 256, 0, "n"), (0, 1): ipc.encode(b"b" * 64, 132, 256, 1, "n")}
-    assert ipc.handle_table(values, [GROUP], "sp") == b"a" * 64 + b"b" * 64
+    values = {(0, 0): ipc.encode(b"a" * 64, 132, 256, 0, "n"), (0, 1): ipc.encode(b"b" * 64, 132, 256, 3, "n")}
+    assert ipc.handle_table(values, [GROUP], "sp", 64) == (b"a" * 64 + b"b" * 64, [0, 3])
+    with pytest.raises(ValueError, match=r"published a 64-byte CUDA IPC handle, expected 72"):
+        ipc.handle_table(values, [GROUP], "sp", 72)
     values[(0, 1)] = ipc.encode(b"b" * 64, 114, 256, 1, "n")
     with pytest.raises(ValueError, match=r"uses 132 send blocks .* uses 114.*same blocks="):
-        ipc.handle_table(values, [GROUP], "sp")
+        ipc.handle_table(values, [GROUP], "sp", 64)
 
 
 def test_processes_sharing_an_ordinal_or_on_two_hosts_are_refused():

@@ -3,6 +3,7 @@ with audio, every flow, image conditioning, and the same latents on one device a
 
 import dataclasses
 import json
+import logging
 import pathlib
 import subprocess
 import sys
@@ -164,8 +165,9 @@ def write_tiny_checkpoint(tmp_path, seed=10):
     return checkpoint, embeddings
 
 
-def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path):
-    """--checkpoint-path + --prompt-embeddings generate the same latents as the in-memory embedded run."""
+def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path, caplog):
+    """--checkpoint-path + --prompt-embeddings generate the same latents as the in-memory embedded run,
+    with the DiT replicated and with it split over the mesh (--shard-weights)."""
     checkpoint, embeddings = write_tiny_checkpoint(tmp_path)
     common = ["--mesh", "8", "--num-inference-steps", "3", "--height", "64", "--width", "96", "--num-frames", "9"]
     runs = {}
@@ -173,16 +175,24 @@ def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path):
         ("embedded", []),
         ("checkpoint", ["--checkpoint-path", str(checkpoint), "--prompt-embeddings", str(embeddings), "--dtype",
                         "float32", "--video-stg-blocks", "1", "--audio-stg-blocks", "1"]),
+        ("sharded", ["--checkpoint-path", str(checkpoint), "--prompt-embeddings", str(embeddings), "--dtype",
+                     "float32", "--video-stg-blocks", "1", "--audio-stg-blocks", "1", "--shard-weights"]),
     ):  # fmt: skip
         latents = tmp_path / f"{name}.npz"
         args = generate.parse_args([*common, *extra, "--output-path", str(tmp_path / f"{name}.mp4"), "--save-latents",
                                     str(latents)])  # fmt: skip
-        generate_cli.run(args)
+        with caplog.at_level(logging.INFO, logger="ltx_jax.parallel.sequence_parallel"):
+            caplog.clear()
+            generate_cli.run(args)
+        placement = [r.getMessage() for r in caplog.records if r.getMessage().startswith("SequenceParallel")]
+        assert placement, "SequenceParallel did not log its placement"
+        assert ("sharded weights" in placement[0]) == (name == "sharded"), placement[0]
         runs[name] = dict(np.load(latents))
-    for stream in ("video", "audio"):
-        reference = runs["embedded"][stream]
-        error = np.abs(runs["checkpoint"][stream] - reference).max() / np.abs(reference).max()
-        assert error <= SP_TOLERANCE, f"{stream}: {error:.2e}"
+    for name in ("checkpoint", "sharded"):
+        for stream in ("video", "audio"):
+            reference = runs["embedded"][stream]
+            error = np.abs(runs[name][stream] - reference).max() / np.abs(reference).max()
+            assert error <= SP_TOLERANCE, f"{name} {stream}: {error:.2e}"
 
 
 def test_two_stage_from_files_with_upsampler_and_distilled_lora(tmp_path):

@@ -176,7 +176,7 @@ def block_case(b, tq, tk, heads, d, lengths, bias_kind, seed=0):
         (2, 128, 96, 2, 128, [96, 50], None),  # pad keys, a different count per sample
         (2, 64, 64, 4, 128, [0, 17], None),  # sample 0: a block of padding only
         (2, 128, 128, 2, 128, [128, 100], "dense"),
-        (1, 100, 38, 3, 64, [30], "keys"),  # odd query length; a broadcast key mask
+        (1, 100, 38, 3, 64, [30], "keys"),  # query and key lengths that differ; a broadcast key mask
     ],
 )
 def test_cudnn_block_attention_matches_xla(b, tq, tk, heads, d, lengths, bias_kind):

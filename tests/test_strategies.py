@@ -215,6 +215,26 @@ def test_bad_ring_kernel(models, strategy, ring_kernel, message):
         SequenceParallel(models["av"], make_mesh(8), strategy=strategy, ring_kernel=ring_kernel)
 
 
+@pytest.mark.parametrize("hopper", [True, False])
+def test_cudnn_block_rule_mirrors_jax_checks(monkeypatch, hopper):
+    """What "auto" hands to cuDNN on a GPU (the platform and compute capability faked here): jax's
+    cuDNN attention with statistics rejects odd lengths with a bias and, before Hopper, head dims
+    above 128, so those blocks must go to XLA instead of raising inside jax."""
+    from ltx_jax.parallel import blockwise
+
+    monkeypatch.setattr(blockwise.jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(blockwise.cudnn_fmha, "check_compute_capability", lambda capability: hopper)
+    q, bias = jnp.ones((1, 64, 2, 128), jnp.bfloat16), jnp.zeros((1, 1, 64, 64), jnp.float32)
+    odd = jnp.ones((1, 61, 2, 128), jnp.bfloat16)
+    assert blockwise.cudnn_block_unsupported(q, bias, q) is None
+    assert blockwise.cudnn_block_unsupported(odd, None, odd) is None  # odd lengths are fine without a bias
+    assert "even query and key lengths, got 61 and 61" in blockwise.cudnn_block_unsupported(odd, bias, odd)
+    wide = jnp.ones((1, 64, 2, 256), jnp.bfloat16)
+    reason = blockwise.cudnn_block_unsupported(wide, None, wide)
+    assert (reason is None) == hopper
+    assert hopper or "at most 128 on this GPU, got 256" in reason
+
+
 def test_cudnn_block_attention_refuses_cpu():
     q = jnp.ones((1, 4, 2, 8), jnp.bfloat16)
     with pytest.raises(ValueError, match=r"ring_kernel='cudnn' cannot run this attention block: it needs a GPU"):

@@ -301,6 +301,19 @@ def test_tiles_spread_over_the_mesh_devices_give_the_same_video():
     assert spread.devices() == {jax.devices()[0]}
 
 
+def test_repeated_tiled_decodes_reuse_the_compiled_tiles():
+    """A second `decode_video` with the same decoder and tile shapes compiles nothing new."""
+    from ltx_jax.model.video_vae.conv_video_decoder import _decode_tile
+
+    _, ours = twins(vae_config(**LTX2_DECODER), "decoder")
+    latent, noise = jnp.asarray(random((1, 8, 3, 3, 3))), jnp.asarray(random((1, 8, 3, 3, 3), seed=1))
+    first = decode_video(ours, latent, our_tiling(latent.shape), noise=noise)
+    compiled = _decode_tile._cache_size()
+    second = decode_video(ours, latent, our_tiling(latent.shape), noise=noise)
+    assert _decode_tile._cache_size() == compiled
+    assert np.array_equal(np.asarray(first), np.asarray(second))
+
+
 def test_vae_memory_benchmark_code_path_on_cpu():
     """scripts/bench_vae_memory.py at a tiny size on CPU (no peak there): our tiled decode, ltx-core's
     tiled decode, the table; and its `tiled_small` tiles are ltx-core 1.0.0's at the full 1024x1536x121."""

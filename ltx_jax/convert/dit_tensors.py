@@ -152,8 +152,14 @@ class DitTensors:
         box = normalize_box(self.st.info(file_key).shape, index)
         raw = self.st.read(file_key, box)
         scale_key = file_key[: -len(".weight")] + FP8_SCALE_SUFFIX if file_key.endswith(".weight") else None
-        if scale_key is not None and scale_key in self.st:  # a 0-d scale: dequantizing commutes with slicing
-            value = raw.astype(np.float32) * self.st.read(scale_key).astype(np.float32)
+        if scale_key is not None and scale_key in self.st:
+            scale = self.st.read(scale_key)
+            if scale.size != 1:  # a per-tensor scale commutes with slicing; a per-row or block one would not
+                raise ValueError(
+                    f"{self.st.path}: {scale_key} has shape {scale.shape}; only per-tensor fp8 scales (one value) "
+                    "are supported."
+                )
+            value = raw.astype(np.float32) * scale.astype(np.float32)
         else:
             value = raw
         for lora, pairs in self._loras:

@@ -39,7 +39,10 @@ DTYPES: dict[str, np.dtype] = {
     "BOOL": np.dtype(np.bool_),
 }
 MAX_HEADER_BYTES = 100 * 2**20  # the format's own limit
-COALESCE_GAP_BYTES = 4096  # runs of a box closer than a page are read as one span: skipping less saves no I/O
+# Runs of a box no further apart than a page, or than the run itself, are read as one span: skipping
+# less saves no I/O, and a column split (a run per row with an equal gap) becomes one read, not one per
+# row. 0 reads every run on its own (exactly the box's bytes).
+COALESCE_GAP_BYTES = 4096
 MAX_SPAN_BYTES = 64 * 2**20  # the most read into a scratch buffer at once when runs are coalesced
 Box = tuple[slice, ...]  # a step-1 slice per axis of a tensor
 
@@ -96,7 +99,7 @@ class SafetensorsFile:
     def read(self, key: str, index: Box | None = None) -> np.ndarray:
         """The tensor `key` (or its box `index`, a step-1 slice per axis) as a numpy array in its stored
         dtype: a fresh buffer, not a view of the file. Only the box's bytes are read (plus gaps under
-        `COALESCE_GAP_BYTES` between its runs)."""
+        `COALESCE_GAP_BYTES` or a run's length between its runs)."""
         info = self._tensors[key]
         box = normalize_box(info.shape, index)
         shape = tuple(s.stop - s.start for s in box)
@@ -166,13 +169,15 @@ def _runs(shape: tuple[int, ...], itemsize: int, box: Box) -> tuple[np.ndarray, 
 
 def _read_runs(f: io.RawIOBase, base: int, offsets: np.ndarray, run: int, out: memoryview) -> None:
     """Reads the runs at `base + offsets` one after another into `out`; runs closer than
-    COALESCE_GAP_BYTES are read as one span (at most MAX_SPAN_BYTES) into a scratch buffer and cut out."""
+    COALESCE_GAP_BYTES (or the run's length) are read as one span (at most MAX_SPAN_BYTES) into a
+    scratch buffer and cut out."""
     position, i = 0, 0
     while i < len(offsets):
         j = i + 1
         while (
             j < len(offsets)
-            and offsets[j] - offsets[j - 1] - run < COALESCE_GAP_BYTES
+            and COALESCE_GAP_BYTES > 0
+            and offsets[j] - offsets[j - 1] - run <= max(COALESCE_GAP_BYTES, run)
             and offsets[j] + run - offsets[i] <= MAX_SPAN_BYTES
         ):
             j += 1

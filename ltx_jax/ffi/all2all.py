@@ -33,6 +33,9 @@ from ltx_jax.ffi import ipc
 
 LIBRARY_ENV = "LTX_JAX_FFI_LIBRARY"  # path of a prebuilt libltx_all2all.so
 DEFAULT_TIMEOUT_S = 10.0
+# With one process per GPU the first exchange of a program also waits for processes still compiling
+# or loading it, which takes far longer than any exchange.
+MULTIPROCESS_TIMEOUT_S = 120.0
 MAX_RANKS = 8
 MIN_SLOT_BYTES = 1 << 20
 TARGET = "ltx_all_to_all"  # host-side failure check on every call
@@ -88,9 +91,15 @@ def load_library() -> ctypes.CDLL:
     lib.ltx_a2a_ipc_prepare.argtypes = [ctypes.c_int, ctypes.c_int, int_p, int_p, size_p, int_p, ctypes.c_double]
     lib.ltx_a2a_ipc_prepare.argtypes += [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
     lib.ltx_a2a_ipc_open.restype = ctypes.c_int
-    lib.ltx_a2a_ipc_open.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+    lib.ltx_a2a_ipc_open.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.POINTER(ctypes.c_int),
+        ctypes.c_char_p,
+        ctypes.c_int,
+    ]
     lib.ltx_a2a_ipc_abort.restype = None
-    lib.ltx_a2a_ipc_abort.argtypes = [ctypes.c_int]
+    lib.ltx_a2a_ipc_abort.argtypes = [ctypes.c_int, ctypes.c_int]
     if _registered_from is None:
         jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.LtxAllToAll), platform="CUDA")
         jax.ffi.register_ffi_target(GRAPH_TARGET, jax.ffi.pycapsule(lib.LtxAllToAllGraph), platform="CUDA")
@@ -183,22 +192,25 @@ class Communicator:
             raise ValueError(f"axis {axis_name!r}: process {me} runs no rank of the groups {groups}.")
         ordinals = check_communicator_args([[r.ordinal for r in g] for g in mine], timeout_s)
         serial = next(_ipc_serial)
-        lib = load_library()
-        pending, published = ipc.prepare(lib, mine, me, max_bytes, blocks, timeout_s)
+        lib, store = load_library(), ipc.kv_client()
+        keys = {
+            (gi, r): ipc.handle_key(serial, axis_name, max_bytes, group, r)
+            for gi, group in enumerate(mine)
+            for r in range(len(group))
+        }
+        owners = {(gi, r): rank for gi, group in enumerate(mine) for r, rank in enumerate(group)}
+        pending, records = ipc.prepare(lib, mine, me, max_bytes, blocks, timeout_s)
         try:
-            keys = {
-                (gi, r): ipc.handle_key(serial, axis_name, max_bytes, group, r)
-                for gi, group in enumerate(mine)
-                for r in range(len(group))
-            }
-            owners = {(gi, r): rank for gi, group in enumerate(mine) for r, rank in enumerate(group)}
-            values = ipc.exchange_handles(ipc.kv_client(), keys, owners, published, setup_timeout_s)
-            table = ipc.handle_table(values, mine, axis_name)
+            values = ipc.exchange_handles(store, keys, owners, records, setup_timeout_s)
+            table, peer_ordinals = ipc.handle_table(values, mine, axis_name, lib.ltx_a2a_handle_bytes())
         except BaseException:
-            lib.ltx_a2a_ipc_abort(pending)  # frees this process's buffers
+            # The handles are published: peers may have mapped these buffers, so they are retired
+            # (kept, and every reachable rank marked dead), not freed.
+            lib.ltx_a2a_ipc_abort(pending, 1)
             raise
         message = ctypes.create_string_buffer(_MESSAGE_BYTES)
-        comm_id = lib.ltx_a2a_ipc_open(pending, table, message, _MESSAGE_BYTES)
+        all_ordinals = (ctypes.c_int * len(peer_ordinals))(*peer_ordinals)
+        comm_id = lib.ltx_a2a_ipc_open(pending, table, all_ordinals, message, _MESSAGE_BYTES)
         if comm_id < 0:
             raise RuntimeError(f"Could not map the all-to-all buffers of {mine}: {message.value.decode()}")
         owners = tuple(tuple(r.process for r in g) for g in mine)
@@ -282,6 +294,7 @@ class FfiAllToAll:
         mesh: a mesh of CUDA GPUs of one node.
         timeout_s: how long a rank waits for a peer before the exchange fails. With several
             processes it must also cover how far one process may start a program behind another.
+            None: DEFAULT_TIMEOUT_S (10 s) in one process, MULTIPROCESS_TIMEOUT_S (120 s) with several.
         command_buffer: mark the custom call CUDA-graph compatible (see GRAPH_TARGET).
         blocks: the send kernel's grid; 0 is one block per SM.
         setup_timeout_s: several processes: how long creating a communicator waits for the other
@@ -292,11 +305,13 @@ class FfiAllToAll:
         self,
         mesh: Mesh,
         *,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
+        timeout_s: float | None = None,
         command_buffer: bool = False,
         blocks: int = 0,
         setup_timeout_s: float = ipc.DEFAULT_SETUP_TIMEOUT_S,
     ) -> None:
+        if timeout_s is None:
+            timeout_s = DEFAULT_TIMEOUT_S if jax.process_count() == 1 else MULTIPROCESS_TIMEOUT_S
         for name, value in (("timeout_s", timeout_s), ("setup_timeout_s", setup_timeout_s)):
             if not value > 0:
                 raise ValueError(f"FfiAllToAll: {name} must be a positive number of seconds, got {value!r}.")

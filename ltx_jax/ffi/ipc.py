@@ -139,18 +139,26 @@ def exchange_handles(
     return values
 
 
-def handle_table(values: Mapping[tuple[int, int], str], groups: Sequence[Sequence[Rank]], axis_name: str) -> bytes:
-    """Every rank's handle, group by group, as one byte string for the C side.
+def handle_table(
+    values: Mapping[tuple[int, int], str], groups: Sequence[Sequence[Rank]], axis_name: str, handle_bytes: int
+) -> tuple[bytes, list[int]]:
+    """Every rank's handle, group by group, as one byte string for the C side, and every rank's CUDA
+    ordinal in its own process (for messages).
 
-    Raises `ValueError` if two ranks disagree on the send-kernel grid or slot size (GPUs of
-    different models, or different `blocks=` in different processes), which would hang the barrier,
-    or if a group is not on one node (`check_group`).
+    Raises `ValueError` if a handle is not `handle_bytes` long, if two ranks disagree on the
+    send-kernel grid or slot size (GPUs of different models, or different `blocks=` in different
+    processes), which would hang the barrier, or if a group is not on one node (`check_group`).
     """
-    table, first = [], None
+    table, ordinals, first = [], [], None
     for gi, group in enumerate(groups):
         records = [decode(values[(gi, r)]) for r in range(len(group))]
         check_group(group, records, axis_name)
         for rank, record in zip(group, records, strict=True):
+            if len(record.handle) != handle_bytes:
+                raise ValueError(
+                    f"backend='ffi': {rank} published a {len(record.handle)}-byte CUDA IPC handle, expected "
+                    f"{handle_bytes}; the processes run different builds of the library."
+                )
             here = (record.nblocks, record.slot_bytes, rank)
             first = first or here
             if here[:2] != first[:2]:
@@ -160,7 +168,8 @@ def handle_table(values: Mapping[tuple[int, int], str], groups: Sequence[Sequenc
                     "or pass the same blocks= in every process."
                 )
             table.append(record.handle)
-    return b"".join(table)
+            ordinals.append(record.ordinal)
+    return b"".join(table), ordinals
 
 
 def prepare(

@@ -80,16 +80,24 @@ def attention_with_lse(
     return out, (shift + jnp.log(total))[..., 0]
 
 
-def cudnn_block_unsupported(q: jax.Array, bias: jax.Array | None) -> str | None:
-    """None if `cudnn_attention_with_lse` can run this call (`bias` 4-D or None), else the reason."""
+def cudnn_block_unsupported(q: jax.Array, bias: jax.Array | None, k: jax.Array | None = None) -> str | None:
+    """None if `cudnn_attention_with_lse` can run this call (`bias` 4-D or None), else the reason.
+
+    Mirrors jax's own checks for cuDNN attention with statistics (its training path): head dim a
+    multiple of 8, at most 256 from Hopper on and 128 before; with a bias, even query and key lengths.
+    """
     if jax.default_backend() != "gpu":
         return f"it needs a GPU and JAX's default backend is {jax.default_backend()!r}"
     if q.dtype not in _CUDNN_DTYPES:
         return f"it needs bfloat16 or float16 activations, got {q.dtype}"
-    if q.shape[-1] % 8 or q.shape[-1] > 256:
-        return f"it needs a head dim that is a multiple of 8 and at most 256, got {q.shape[-1]}"
+    max_head_dim = 256 if cudnn_fmha.check_compute_capability("9.0") else 128
+    if q.shape[-1] % 8 or q.shape[-1] > max_head_dim:
+        return f"it needs a head dim that is a multiple of 8 and at most {max_head_dim} on this GPU, got {q.shape[-1]}"
     if bias is not None and bias.shape[1] not in (1, q.shape[2]):
         return f"its bias takes 1 or {q.shape[2]} heads, got a bias of shape {bias.shape}"
+    lengths = (q.shape[1], q.shape[1] if k is None else k.shape[1])
+    if bias is not None and any(t % 2 for t in lengths):
+        return f"with a bias it needs even query and key lengths, got {lengths[0]} and {lengths[1]}"
     return None
 
 
@@ -111,7 +119,7 @@ def cudnn_attention_with_lse(
     Raises `ValueError` where cuDNN cannot run the call (`cudnn_block_unsupported`); never falls back.
     """
     bias = as_bias4d(bias)
-    reason = cudnn_block_unsupported(q, bias)
+    reason = cudnn_block_unsupported(q, bias, k)
     if reason is not None:
         raise ValueError(
             f"ring_kernel='cudnn' cannot run this attention block: {reason}. Use ring_kernel='auto' or 'xla'."
@@ -148,7 +156,7 @@ def auto_attention_with_lse(
 ) -> tuple[jax.Array, jax.Array]:
     """`cudnn_attention_with_lse` where cuDNN can run this block (GPU, bf16/fp16, head dim, bias
     heads), `attention_with_lse` elsewhere, e.g. float32 models; see `BlockAttentionFn`."""
-    fn = attention_with_lse if cudnn_block_unsupported(q, as_bias4d(bias)) else cudnn_attention_with_lse
+    fn = attention_with_lse if cudnn_block_unsupported(q, as_bias4d(bias), k) else cudnn_attention_with_lse
     return fn(q, k, v, bias=bias, key_lengths=key_lengths)
 
 

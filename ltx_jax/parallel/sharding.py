@@ -56,6 +56,11 @@ def local_box(shape: tuple[int, ...], sharding: Sharding) -> tuple[slice, ...]:
     """The smallest box of an array of `shape` holding every shard of this process's devices under
     `sharding` (their union when, as on `make_mesh`'s meshes, a process's devices are consecutive)."""
     boxes = [_explicit(index, shape) for index in sharding.addressable_devices_indices_map(shape).values()]
+    if not boxes:
+        raise ValueError(
+            f"process {jax.process_index()} holds no device of this sharding ({sharding}); every process must "
+            "own devices of the mesh it loads onto (make_mesh's meshes span all processes)."
+        )
     return tuple(
         slice(min(b[axis].start for b in boxes), max(b[axis].stop for b in boxes)) for axis in range(len(shape))
     )

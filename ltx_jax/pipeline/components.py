@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -160,13 +161,18 @@ def from_checkpoint(args: argparse.Namespace, mesh: Mesh) -> Assembly:
     model_config(args)  # the same file checks as the preflight
     tensors, config = checkpoint_tensors(args.checkpoint_path)
     dtype = jnp.dtype(args.dtype)
-    model, cfg = load_checkpoint(args.checkpoint_path, mesh=mesh, dtype=dtype)
+    # --shard-weights: the DiT's large matrices are split over the mesh (each process reads only its
+    # slices of the file) and gathered per layer inside the forward, instead of a copy per device.
+    load = functools.partial(
+        load_checkpoint, args.checkpoint_path, mesh=mesh, dtype=dtype, shard_weights=args.shard_weights
+    )
+    model, cfg = load()
     stage_2 = None
     if args.pipeline == "two-stage":
         if not args.distilled_lora:
             raise ValueError("--pipeline two-stage needs --distilled-lora PATH [STRENGTH] for its second stage.")
         path, strength = args.distilled_lora[0], float(args.distilled_lora[1]) if len(args.distilled_lora) > 1 else 1.0
-        stage_2, _ = load_checkpoint(args.checkpoint_path, mesh=mesh, dtype=dtype, loras=[Lora(path, strength)])
+        stage_2, _ = load(loras=[Lora(path, strength)])
     video_decoder, audio_decoder, vocoder = decoder_modules(config, tensors, args.seed, dtype)
     decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, args.seed, mesh)
     encode_image = None

@@ -145,6 +145,7 @@ _CHECKPOINT_ONLY = {
     "prompt_embeddings": "--prompt-embeddings",
     "spatial_upsampler_path": "--spatial-upsampler-path",
     "distilled_lora": "--distilled-lora",
+    "shard_weights": "--shard-weights",
 }
 
 

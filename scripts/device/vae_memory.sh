@@ -6,8 +6,8 @@
 #   bash scripts/device/vae_memory.sh                 # CONFIG=ltx2_3 for LTX-2.3's decoder
 # $OUT: vae_memory.md (the table for the doc), vae_memory.json, vae_memory_log.txt, machine.txt.
 # Success: vae_memory.md has rows jax tiled_default, jax tiled_small, ltx-core tiled_small with a peak
-# in GiB and output 1x3x121x1024x1536, and a jax untiled row (an out-of-memory error is the expected
-# result there). The script rewrites both files after every row, so a run cut short keeps its rows.
+# in GiB and output 1x3x121x1024x1536, and a jax untiled row (17.6 GiB on an H200; on a smaller
+# GPU an out-of-memory error is that row's result). The script rewrites both files after every row, so a run cut short keeps its rows.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"

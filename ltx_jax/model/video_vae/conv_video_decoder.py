@@ -8,6 +8,7 @@ as temporal chunks.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -208,6 +209,15 @@ class VideoDecoder(nnx.Module):
         return _blend_temporal_groups(_TileDecoder(self, devices), latent, tiles, timestep, noise)
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _decode_tile(
+    graphdef: nnx.GraphDef, state: nnx.State, latent: jax.Array, timestep: jax.Array | None, noise: jax.Array | None
+) -> jax.Array:
+    """One tile through the decoder. Module-level, keyed by the (hashable) graph definition, so
+    repeated `tiled_decode` calls on equal decoders reuse the compiled tile shapes."""
+    return nnx.merge(graphdef, state)(latent, timestep, noise=noise)
+
+
 class _TileDecoder:
     """The decoder jitted over its parameters, with a copy of them on each device that decodes tiles."""
 
@@ -215,9 +225,7 @@ class _TileDecoder:
         graphdef, state = nnx.split(decoder)
         self.devices = list(devices) if devices else [None]
         self.states = [state if d is None else jax.device_put(state, d) for d in self.devices]
-        self.decode = jax.jit(
-            lambda state, latent, timestep, noise: nnx.merge(graphdef, state)(latent, timestep, noise=noise)
-        )
+        self.decode = functools.partial(_decode_tile, graphdef)
         self.video_downscale_factors = decoder.video_downscale_factors
 
     def __call__(
