@@ -28,6 +28,7 @@ jax.distributed.initialize(
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from flax import nnx  # noqa: E402
+from gpu_case import SP_CFG  # noqa: E402
 from jax import lax  # noqa: E402
 from jax._src.distributed import global_state  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
@@ -44,14 +45,6 @@ SP_TIMEOUT_S = 60.0
 BARRIER_MS = 120_000
 SHAPES = [((2, 24 * N, 4 * N, 64), 2, 1), ((2, 24 * N, 4 * N, 64), 1, 2), ((3, 1, 19 * N, N, 128), 3, 2),
           ((3, 5 * N, N, 3), 2, 1), ((2 * N, 3, 4 * N, 8), 0, 2)]  # fmt: skip
-SP_CFG = ltx_jax.LTXConfig.tiny(
-    num_attention_heads=8,
-    attention_head_dim=16,
-    cross_attention_dim=128,
-    audio_num_attention_heads=8,
-    audio_attention_head_dim=8,
-    audio_cross_attention_dim=64,
-)
 failures = 0
 barriers = iter(range(10_000))
 

@@ -36,16 +36,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_processes(commands: list[list[str]], expect_success: bool = True) -> list[str]:
+def run_processes(
+    commands: list[list[str]],
+    expect_success: bool = True,
+    *,
+    extra_env: dict[str, str] | None = None,
+    timeout_s: float = TIMEOUT_S,
+) -> list[str]:
     """Runs the commands concurrently (bounded time, all reaped on any failure); returns their output."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]), **(extra_env or {}))
     env.pop("XLA_FLAGS", None)  # each process sets up its own devices
     procs = [
         subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for command in commands
     ]
     try:
-        outputs = [p.communicate(timeout=TIMEOUT_S)[0] for p in procs]
+        outputs = [p.communicate(timeout=timeout_s)[0] for p in procs]
     finally:
         for p in procs:  # reaped on any failure, including the timeout
             p.kill()

@@ -12,7 +12,6 @@ raising in Python, and all of that again with one process per GPU (tests/ffi_mul
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 
@@ -21,10 +20,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from gpu_case import SP_CFG
 from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 from ltx_core_twin import default_inputs, relative_error
+from multiprocess_case import free_port, run_processes
 
 import ltx_jax
 from ltx_jax.ffi import all2all, build, ipc
@@ -307,16 +308,6 @@ def test_send_then_gather_round_trips(gpu_build, command_buffer):
     np.testing.assert_array_equal(np.asarray(jax.jit(f)(x)), np.asarray(x))
 
 
-SP_CFG = ltx_jax.LTXConfig.tiny(
-    num_attention_heads=8,
-    attention_head_dim=16,
-    cross_attention_dim=128,
-    audio_num_attention_heads=8,
-    audio_attention_head_dim=8,
-    audio_cross_attention_dim=64,
-)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("devices", [1, 2])
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
@@ -373,30 +364,17 @@ def test_bad_rank_operand_is_reported(gpu_build):
     all2all._communicators.remove(comm)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.gpu
 def test_two_processes_one_gpu_each(gpu_build):
     """backend="ffi" with CUDA IPC: tests/ffi_multiprocess_worker.py as 2 processes (GPU 0 and 1)."""
     if jax.device_count() < 2:
         pytest.skip(f"needs 2 GPUs, found {jax.device_count()}")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
-    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"  # this test process already holds most of each GPU
     command = [sys.executable, os.path.join(HERE, "ffi_multiprocess_worker.py"), str(free_port())]
-    procs = [
-        subprocess.Popen([*command, str(i), "2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for i in range(2)
-    ]
-    try:
-        outputs = [p.communicate(timeout=WORKER_TIMEOUT_S)[0] for p in procs]
-    finally:
-        for p in procs:  # reaped on any failure, including the timeout
-            p.kill()
-            p.wait()
-    for i, (p, output) in enumerate(zip(procs, outputs, strict=True)):
-        assert p.returncode == 0, f"process {i} exited with {p.returncode}:\n{output[-4000:]}"
+    outputs = run_processes(
+        [[*command, str(i), "2"] for i in range(2)],
+        # this test process already holds most of each GPU
+        extra_env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+        timeout_s=WORKER_TIMEOUT_S,
+    )
+    for output in outputs:
         assert "ALL PASSED" in output, output[-4000:]

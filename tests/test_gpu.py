@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from gpu_case import SP_CFG
 from ltx_core_twin import default_inputs, relative_error, run_jax, run_torch, torch_model
 
 import ltx_jax
@@ -92,15 +93,6 @@ def test_cudnn_key_lengths_remove_padded_keys(with_bias):
     assert relative_error(padded[:, :t], np.asarray(exact)) <= BF16_TOLERANCE
 
 
-# cuDNN needs head dims that are multiples of 8.
-SP_CFG = ltx_jax.LTXConfig.tiny(
-    num_attention_heads=8,
-    attention_head_dim=16,
-    cross_attention_dim=128,
-    audio_num_attention_heads=8,
-    audio_attention_head_dim=8,
-    audio_cross_attention_dim=64,
-)
 SP_TOLERANCE = 1e-5  # DESIGN.md: SP equals the single-device model in float32
 
 
