@@ -22,6 +22,7 @@ from ltx_core_twin import default_inputs, relative_error
 
 import ltx_jax
 from ltx_jax import BatchedPerturbationConfig
+from ltx_jax.model.attention import cudnn_supports
 from ltx_jax.parallel import SequenceParallel, attention_with_lse, make_mesh
 from ltx_jax.parallel.blockwise import block_kernel, cudnn_attention_with_lse, merge_partial
 from ltx_jax.parallel.sharding import param_sharding
@@ -233,6 +234,8 @@ def test_cudnn_block_rule_mirrors_jax_checks(monkeypatch, hopper):
     reason = blockwise.cudnn_block_unsupported(wide, None, wide)
     assert (reason is None) == hopper
     assert hopper or "at most 128 on this GPU, got 256" in reason
+    # The DiT's own cuDNN attention shares the rule: (B, T, H*D) with 2 heads of 256.
+    assert (cudnn_supports(wide.reshape(1, 64, 512), 2, None) is None) == hopper
 
 
 def test_cudnn_block_attention_refuses_cpu():

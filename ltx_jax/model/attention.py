@@ -17,6 +17,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+# Private module: jax's own rule for which head dims cuDNN takes (compute capability) lives there.
+from jax._src.cudnn import fused_attention_stablehlo as cudnn_fmha
+
 from ltx_jax.model.normalization import RMSNorm, linear
 from ltx_jax.model.rope import PositionalEmbedding, RopeType, apply_rotary_emb
 
@@ -91,15 +94,28 @@ def xla_attention(
     return _merge_heads(out)
 
 
-def cudnn_supports(q: jax.Array, heads: int, mask: jax.Array | None) -> str | None:
-    """None if cuDNN fused attention can run this call, else the reason it cannot."""
+def cudnn_kernel_unsupported(dtype: jnp.dtype, head_dim: int) -> str | None:
+    """None if cuDNN's flash attention runs `dtype` and `head_dim` on this platform, else the reason.
+
+    The checks every cuDNN attention call shares (the DiT's and the ring's block kernel), as jax's
+    own `check_is_flash_attention`: a GPU, bf16/fp16, a head dim that is a multiple of 8 and at most
+    256 from Hopper on, 128 before.
+    """
     if jax.default_backend() != "gpu":
         return f"it needs a GPU and JAX's default backend is {jax.default_backend()!r}"
-    if q.dtype not in _CUDNN_DTYPES:
-        return f"it needs bfloat16 or float16 activations, got {q.dtype}"
-    head_dim = q.shape[-1] // heads
-    if head_dim % 8 or head_dim > 256:
-        return f"it needs a head dim that is a multiple of 8 and at most 256, got {head_dim}"
+    if dtype not in _CUDNN_DTYPES:
+        return f"it needs bfloat16 or float16 activations, got {dtype}"
+    max_head_dim = 256 if cudnn_fmha.check_compute_capability("9.0") else 128
+    if head_dim % 8 or head_dim > max_head_dim:
+        return f"it needs a head dim that is a multiple of 8 and at most {max_head_dim} on this GPU, got {head_dim}"
+    return None
+
+
+def cudnn_supports(q: jax.Array, heads: int, mask: jax.Array | None) -> str | None:
+    """None if cuDNN fused attention can run this call, else the reason it cannot."""
+    reason = cudnn_kernel_unsupported(q.dtype, q.shape[-1] // heads)
+    if reason is not None:
+        return reason
     if mask is not None and (mask.ndim < 2 or mask.shape[-2] == 1 or mask.shape[-1] == 1):
         return f"it rejects broadcast masks such as shape {mask.shape} (give key lengths instead)"
     return None

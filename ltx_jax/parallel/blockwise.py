@@ -23,10 +23,10 @@ from jax import lax
 # cuDNN log-sum-exp to the activation dtype (bf16), which would perturb every merge weight by ~0.4%.
 from jax._src.cudnn import fused_attention_stablehlo as cudnn_fmha
 
+from ltx_jax.model.attention import cudnn_kernel_unsupported
 from ltx_jax.parallel.layout import as_bias4d
 
 RingKernel = Literal["auto", "cudnn", "xla"]
-_CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)
 
 
 class BlockAttentionFn(Protocol):
@@ -83,16 +83,12 @@ def attention_with_lse(
 def cudnn_block_unsupported(q: jax.Array, bias: jax.Array | None, k: jax.Array | None = None) -> str | None:
     """None if `cudnn_attention_with_lse` can run this call (`bias` 4-D or None), else the reason.
 
-    Mirrors jax's own checks for cuDNN attention with statistics (its training path): head dim a
-    multiple of 8, at most 256 from Hopper on and 128 before; with a bias, even query and key lengths.
+    The checks of every cuDNN call (`cudnn_kernel_unsupported`), plus those jax makes for attention
+    with statistics (its training path): bias heads, and with a bias even query and key lengths.
     """
-    if jax.default_backend() != "gpu":
-        return f"it needs a GPU and JAX's default backend is {jax.default_backend()!r}"
-    if q.dtype not in _CUDNN_DTYPES:
-        return f"it needs bfloat16 or float16 activations, got {q.dtype}"
-    max_head_dim = 256 if cudnn_fmha.check_compute_capability("9.0") else 128
-    if q.shape[-1] % 8 or q.shape[-1] > max_head_dim:
-        return f"it needs a head dim that is a multiple of 8 and at most {max_head_dim} on this GPU, got {q.shape[-1]}"
+    reason = cudnn_kernel_unsupported(q.dtype, q.shape[-1])
+    if reason is not None:
+        return reason
     if bias is not None and bias.shape[1] not in (1, q.shape[2]):
         return f"its bias takes 1 or {q.shape[2]} heads, got a bias of shape {bias.shape}"
     lengths = (q.shape[1], q.shape[1] if k is None else k.shape[1])
