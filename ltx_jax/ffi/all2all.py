@@ -190,7 +190,7 @@ class Communicator:
         mine = tuple(tuple(g) for g in groups if any(r.process == me for r in g))
         if not mine:
             raise ValueError(f"axis {axis_name!r}: process {me} runs no rank of the groups {groups}.")
-        ordinals = check_communicator_args([[r.ordinal for r in g] for g in mine], timeout_s)
+        check_communicator_args([[r.ordinal for r in g] for g in mine], timeout_s)
         serial = next(_ipc_serial)
         lib, store = load_library(), ipc.kv_client()
         keys = {
@@ -202,19 +202,21 @@ class Communicator:
         pending, records = ipc.prepare(lib, mine, me, max_bytes, blocks, timeout_s)
         try:
             values = ipc.exchange_handles(store, keys, owners, records, setup_timeout_s)
-            table, peer_ordinals = ipc.handle_table(values, mine, axis_name, lib.ltx_a2a_handle_bytes())
+            table, rank_ordinals = ipc.handle_table(values, mine, axis_name, lib.ltx_a2a_handle_bytes())
         except BaseException:
             # The handles are published: peers may have mapped these buffers, so they are retired
             # (kept, and every reachable rank marked dead), not freed.
             lib.ltx_a2a_ipc_abort(pending, 1)
             raise
         message = ctypes.create_string_buffer(_MESSAGE_BYTES)
-        all_ordinals = (ctypes.c_int * len(peer_ordinals))(*peer_ordinals)
+        all_ordinals = (ctypes.c_int * len(rank_ordinals))(*rank_ordinals)
         comm_id = lib.ltx_a2a_ipc_open(pending, table, all_ordinals, message, _MESSAGE_BYTES)
         if comm_id < 0:
             raise RuntimeError(f"Could not map the all-to-all buffers of {mine}: {message.value.decode()}")
-        owners = tuple(tuple(r.process for r in g) for g in mine)
-        comm = cls(comm_id, ordinals, int(max_bytes), float(timeout_s), owners)
+        processes = tuple(tuple(r.process for r in g) for g in mine)
+        n = len(mine[0])  # every rank's GPU as its own process published it (others' are -1 in `mine`)
+        ordinals = tuple(tuple(rank_ordinals[g * n : (g + 1) * n]) for g in range(len(mine)))
+        comm = cls(comm_id, ordinals, int(max_bytes), float(timeout_s), processes)
         _communicators.append(comm)
         return comm
 
