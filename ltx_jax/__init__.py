@@ -12,12 +12,13 @@ from ltx_jax.guidance.perturbations import (
 )
 from ltx_jax.model.attention import AttentionFn, AttentionOps
 from ltx_jax.model.modality import Modality
-from ltx_jax.model.model import LTXModel, to_denoised
+from ltx_jax.model.model import DIT_COMPILER_OPTIONS, LTXModel, to_denoised
 
 __all__ = [
     "AttentionFn",
     "AttentionOps",
     "BatchedPerturbationConfig",
+    "DIT_COMPILER_OPTIONS",
     "LTXConfig",
     "LTXModel",
     "Modality",

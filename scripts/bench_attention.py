@@ -11,7 +11,9 @@ GPUs is (6144, 32). B: with guidance LTX-2 batches its cfg/stg/modality passes, 
 real per-step batch at stage 1; B=1 is one pass.
 
 Rows (bf16 unless noted, non-causal, scale 1/sqrt(D)):
-- "xla", "cudnn", "cudnn + key lengths": `jax.nn.dot_product_attention` (the Ulysses / local path).
+- "xla", "cudnn", "cudnn + key lengths": `jax.nn.dot_product_attention` (token-major BTNH operands).
+- "cudnn BNTH", "cudnn BNTH + key lengths": the same cuDNN kernel on head-major operands, the layout
+  torch hands SDPA and the DiT's attention (`ltx_jax.model.attention.cudnn_attention`) uses.
 - "ring xla + lse", "ring cudnn + lse", "ring cudnn + lse + key lengths": the ring's block kernels
   (`ltx_jax.parallel.blockwise`; the cuDNN one returns cuDNN's float32 softmax statistics).
 - "pallas mgpu [+ lse] (dtype)": the Mosaic GPU FlashAttention-3 kernel
@@ -22,11 +24,12 @@ Rows (bf16 unless noted, non-causal, scale 1/sqrt(D)):
 - "torch sdpa", "torch sdpa + key mask" (boolean key mask).
 "key lengths" / "key mask" hide the last 7 keys, as SP's padding does. "lse err" is the largest
 |lse - lse_ref| (natural log) against the XLA ring kernel where that fits in memory. FLOPs:
-4*B*H*T^2*D. JAX timings: median over `--repeats` of a jitted loop of `--inner` chained calls; torch:
-CUDA events. Every failure is printed in full after the table.
+4*B*H*T^2*D. JAX timings: median over `--repeats` of one jitted program of `--inner` chained calls
+(unrolled), host-timed; torch: `--inner` calls between CUDA events. Every failure is printed in full after the table.
 """
 
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -42,6 +45,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from jax._src.cudnn import fused_attention_stablehlo as cudnn_fmha  # noqa: E402
 
 from ltx_jax.parallel.blockwise import attention_with_lse, cudnn_attention_with_lse  # noqa: E402
 
@@ -66,6 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=None, help="default 5 (3 with --quick)")
     parser.add_argument("--inner", type=int, default=5, help="attentions per timed JAX program")
     parser.add_argument("--quick", action="store_true", help="T=6144 only, 3 repeats, 2 Pallas tile configs")
+    parser.add_argument("--no-pallas", action="store_true", help="skip the Pallas rows (their tile sweeps)")
     # The Pallas mgpu sweep of the first shape: block_q 64/128 x block_kv 64/128/256 x 2/4 concurrent steps.
     parser.add_argument("--out", type=Path, default=None, help="directory for bench_attention.json")
     args = parser.parse_args(argv)
@@ -76,21 +81,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def time_jax(fn: Kernel, q: jax.Array, k: jax.Array, v: jax.Array, repeats: int, inner: int) -> float:
-    """Seconds per attention: `inner` chained calls in one jitted loop, median over `repeats`. A
-    returned lse is summed into the carry, so no kernel's statistics can be dropped as dead code."""
+    """Seconds per attention: `inner` chained calls unrolled in one jitted program, median over
+    `repeats`. A returned lse is summed into the result, so no kernel's statistics can be dropped as
+    dead code. Unrolled, not a `fori_loop`: XLA's GPU while loop reads its predicate back to the host
+    every iteration, which added ~55 us per call (ncu timed the same cuDNN kernel at 156 us under JAX
+    and torch while this loop reported 214 us; scripts/probe_cudnn_attention.py)."""
 
-    def body(_, carry):  # noqa: ANN001, ANN202
-        x, acc = carry
-        result = fn(x, k, v)
-        out, lse = result if isinstance(result, tuple) else (result, None)
-        return out.astype(q.dtype), acc if lse is None else acc + lse.sum()
+    def chain(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        acc = jnp.zeros((), jnp.float32)
+        for _ in range(inner):
+            result = fn(x, k, v)
+            out, lse = result if isinstance(result, tuple) else (result, None)
+            x, acc = out.astype(q.dtype), acc if lse is None else acc + lse.sum()
+        return x, acc
 
-    loop = jax.jit(lambda q: jax.lax.fori_loop(0, inner, body, (q, jnp.zeros((), jnp.float32))))
-    jax.block_until_ready(loop(q))
+    program = jax.jit(chain)
+    jax.block_until_ready(program(q))
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        jax.block_until_ready(loop(q))
+        jax.block_until_ready(program(q))
         times.append((time.perf_counter() - start) / inner)
     return float(np.median(times))
 
@@ -185,8 +195,24 @@ def jax_rows(bench: Bench, b: int, t: int, h: int) -> None:
             bench.add(shape, name, None, f"skipped (scores > {XLA_SCORES_LIMIT / 1e9:.0f} GB)")
             continue
         bench.time_kernel(shape, name, fn, qkv, reference if name == "ring cudnn + lse" else None)
-    mgpu_rows(bench, shape, qkv, reference)
-    triton_row(bench, shape, qkv, reference)
+    head_major_rows(bench, shape, qkv, lengths)
+    if not bench.args.no_pallas:
+        mgpu_rows(bench, shape, qkv, reference)
+        triton_row(bench, shape, qkv, reference)
+
+
+def head_major_rows(bench: Bench, shape: Shape, qkv: QKV, lengths: jax.Array) -> None:
+    """cuDNN on `(B, H, T, D)` operands (qkv_layout "BNTH"), as torch's SDPA gets them."""
+    head_major = tuple(jnp.swapaxes(x, 1, 2) for x in qkv)
+    scale = 1.0 / math.sqrt(qkv[0].shape[-1])
+    padding = {
+        "q_seqlen": jnp.full(lengths.shape, shape[1], jnp.int32),
+        "kv_seqlen": lengths,
+        "mask_type": cudnn_fmha.MaskType.PADDING,
+    }
+    for name, extra in (("cudnn BNTH", {}), ("cudnn BNTH + key lengths", padding)):
+        fn = functools.partial(cudnn_fmha.dot_product_attention, scale=scale, qkv_layout="BNTH", **extra)
+        bench.time_kernel(shape, name, fn, head_major)
 
 
 def mgpu_rows(bench: Bench, shape: Shape, qkv: QKV, reference: Reference) -> None:

@@ -120,6 +120,14 @@ def main() -> None:
         help="both models skip video self-attention in every block (an STG perturbation): its share of the time",
     )
     parser.add_argument("--torch-compile", action="store_true", help="also time ltx-core under torch.compile")
+    parser.add_argument(
+        "--compare-xla-defaults",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="also time ltx-jax compiled with XLA's default options instead of DIT_COMPILER_OPTIONS, "
+        "alternating the two ROUNDS times (each round a median of --repeats)",
+    )
     args = parser.parse_args()
     cfg = ltx_jax.LTXConfig.ltx2_3(num_layers=args.layers, av_ca_scale_shift_from_sigma=True)  # as ltx-core 1.0.0
     reference = torch_reference(cfg, args.device)
@@ -136,6 +144,8 @@ def main() -> None:
         print(f"{tokens:>12} {torch_s * 1e3:>8.1f}ms {jax_s * 1e3:>8.1f}ms {jax_s / torch_s:>9.2f} {diff:>12.2e}")
         if args.torch_compile:
             print(f"{'':>12} torch.compile: {compiled_row(reference, tokens, args, jax_s)}")
+        if args.compare_xla_defaults:
+            print(f"{'':>12} {options_row(model, tokens, args)}")
 
 
 def compiled_row(reference: TorchLTXModel, tokens: int, args: argparse.Namespace, jax_s: float) -> str:
@@ -163,6 +173,28 @@ def compiled_row(reference: TorchLTXModel, tokens: int, args: argparse.Namespace
     return f"{seconds * 1e3:.1f}ms, jax/compiled {jax_s / seconds:.2f} (compile and runs {total:.0f} s)"
 
 
+def options_row(model: ltx_jax.LTXModel, tokens: int, args: argparse.Namespace) -> str:
+    """ltx-jax with DIT_COMPILER_OPTIONS against XLA's defaults, alternating rounds on the same inputs."""
+    data = inputs(tokens, np.random.default_rng(tokens))
+    video, audio = (jax_modality(data[k]) for k in ("video", "audio"))
+    graphdef, state = nnx.split(model)
+    variants = {
+        name: jax.jit(lambda state, v, a: nnx.merge(graphdef, state)(v, a), compiler_options=options)
+        for name, options in (("options", ltx_jax.DIT_COMPILER_OPTIONS), ("defaults", {}))
+    }
+    rounds: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(args.compare_xla_defaults):
+        for name, forward in variants.items():
+            _, seconds = median_seconds(lambda f=forward: f(state, video, audio), jax.block_until_ready, args.repeats)
+            rounds[name].append(seconds)
+    ours, theirs = (float(np.median(rounds[name])) for name in variants)
+    spread = " ".join(f"{name} " + "/".join(f"{s * 1e3:.1f}" for s in times) for name, times in rounds.items())
+    return (
+        f"DIT_COMPILER_OPTIONS {ours * 1e3:.1f}ms vs XLA defaults {theirs * 1e3:.1f}ms: {ours / theirs:.3f} "
+        f"(rounds, ms: {spread})"
+    )
+
+
 def measure(  # noqa: ANN201
     reference: TorchLTXModel, model: ltx_jax.LTXModel, tokens: int, device: str, repeats: int, skip: bool
 ):
@@ -187,7 +219,10 @@ def measure(  # noqa: ANN201
     # jax.jit over the parameter pytree: nnx.jit re-walks the module graph in Python on every call
     # (about 50 ms for 8 blocks on the CPU machine), which would be timed as part of the forward.
     graphdef, state = nnx.split(model)
-    forward = jax.jit(lambda state, v, a: nnx.merge(graphdef, state)(v, a, perturbations))
+    forward = jax.jit(
+        lambda state, v, a: nnx.merge(graphdef, state)(v, a, perturbations),
+        compiler_options=ltx_jax.DIT_COMPILER_OPTIONS,
+    )
     ours, jax_s = median_seconds(
         lambda: forward(state, jax_in["video"], jax_in["audio"]), jax.block_until_ready, repeats
     )

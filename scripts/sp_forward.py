@@ -116,7 +116,9 @@ def main(args: argparse.Namespace) -> None:
 
     # jax.jit over the parameter pytree: nnx.jit re-walks the module graph in Python on every call.
     graphdef, state = nnx.split(model)
-    single = jax.jit(lambda state, v, a: nnx.merge(graphdef, state)(v, a))
+    single = jax.jit(
+        lambda state, v, a: nnx.merge(graphdef, state)(v, a), compiler_options=ltx_jax.DIT_COMPILER_OPTIONS
+    )
     reference, single_s = median_seconds(lambda: single(state, video, audio), args.repeats)
     print(f"forward (median of {args.repeats}): one device {single_s * 1e3:.1f} ms")
     for devices in args.mesh:

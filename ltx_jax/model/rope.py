@@ -128,8 +128,11 @@ def apply_rotary_emb(x: jax.Array, pe: PositionalEmbedding, rope_type: RopeType)
         # Like ltx-core, the head grouping comes from the table, which may differ from the
         # attention's own head count in the audio-video cross-attention.
         halves = x.reshape(b, t, heads, 2, half)
-        x1, x2 = halves[..., 0, :], halves[..., 1, :]
-        out = jnp.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-2)
+        # (x1 cos - x2 sin, x2 cos + x1 sin) as one elementwise expression over both halves, the
+        # halves swapped and signed (-x2, x1): a stack of the two results became a slower
+        # concatenate fusion on GPU (docs/benchmarks.md, "Optimization pass"). Same arithmetic.
+        signed_swap = halves[..., ::-1, :] * jnp.asarray([-1, 1], x.dtype)[:, None]
+        out = halves * cos[..., None, :] + signed_swap * sin[..., None, :]
         return out.reshape(x.shape)
     pairs = x.reshape(*x.shape[:-1], -1, 2)
     rotated = jnp.stack([-pairs[..., 1], pairs[..., 0]], axis=-1).reshape(x.shape)

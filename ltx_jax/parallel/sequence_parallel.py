@@ -11,6 +11,7 @@ replicated on the mesh, values unchanged); besides ltx-core's Ulysses, the strat
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 
 import jax
@@ -23,7 +24,7 @@ from jax.sharding import PartitionSpec as P
 
 from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
 from ltx_jax.model.modality import Modality
-from ltx_jax.model.model import LTXModel, validate_inputs
+from ltx_jax.model.model import DIT_COMPILER_OPTIONS, LTXModel, validate_inputs
 from ltx_jax.parallel.blockwise import RingKernel
 from ltx_jax.parallel.exchange import AllToAll, ExchangeBackend, exchange_backend
 from ltx_jax.parallel.mesh import SequenceAxes, sequence_axes, sequence_size
@@ -156,8 +157,9 @@ class SequenceParallel:
         self._state_specs = jax.tree.map(lambda x: spec_of(x, self.axes), self._state)
         self._flat_specs = {path: spec_of(v.get_value(), self.axes) for path, v in nnx.to_flat_state(self._state)}
         self._shard_weights = any(sharded_axis(spec, self.axes) is not None for spec in self._flat_specs.values())
-        self._sharded = jax.jit(self._sharded_forward, static_argnames=("perturbations",))
-        self._replicated_forward = jax.jit(self._plain_forward, static_argnames=("perturbations",))
+        jit = functools.partial(jax.jit, static_argnames=("perturbations",), compiler_options=DIT_COMPILER_OPTIONS)
+        self._sharded = jit(self._sharded_forward)
+        self._replicated_forward = jit(self._plain_forward)
         logger.info(
             "SequenceParallel: %s%s over %d devices %s, head exchange %r, %s weights",
             strategy,

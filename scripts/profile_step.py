@@ -1,0 +1,168 @@
+"""Where one DiT forward spends its GPU time: ltx-jax (jax.profiler) beside ltx-core (torch.profiler).
+
+    python scripts/profile_step.py --out results/profile          # 8 blocks, 6144 and 24576 tokens
+    python scripts/profile_step.py --no-torch --tokens 6144       # ltx-jax only (e.g. under XLA_FLAGS)
+
+Same model, weights and inputs as `bench_step.py` (which this imports). For each token count it
+prints the median forward time (timed before profiling), then the GPU kernel time per forward split
+into attention, matrix products, copies/transposes and the rest (elementwise and reductions), and
+the largest kernels. Kernel time below the forward time is time the GPU sat idle (launch gaps,
+host work). Writes both traces' per-kernel totals to `OUT/profile_T.json`. Needs a CUDA GPU.
+"""
+
+import argparse
+import collections
+import gzip
+import json
+import pathlib
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import bench_step  # noqa: E402  (sets XLA_PYTHON_CLIENT_PREALLOCATE before jax starts)
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from flax import nnx  # noqa: E402
+
+import ltx_jax  # noqa: E402
+from ltx_jax.convert.checkpoint import abstract_model  # noqa: E402
+
+PROFILED_FORWARDS = 3
+# First match wins; attention before matmul because attention kernels also use the matrix units.
+CATEGORIES = (
+    ("attention", ("fmha", "flash", "sdpa", "attention")),
+    ("matmul", ("gemm", "nvjet", "xmma", "cutlass", "cublas", "matmul", "dot", "wgmma")),
+    ("copy/transpose", ("transpose", "copy", "memcpy", "memset", "concatenate")),
+)
+
+
+def category(kernel: str) -> str:
+    name = kernel.lower()
+    return next((cat for cat, keys in CATEGORIES if any(k in name for k in keys)), "elementwise/reduce")
+
+
+def jax_kernels(trace_dir: pathlib.Path) -> dict[str, list[float]]:
+    """Kernel name -> [total microseconds, launches] on the GPU streams of a jax.profiler trace."""
+    (path,) = trace_dir.glob("plugins/profile/*/*.trace.json.gz")
+    events = json.load(gzip.open(path))["traceEvents"]
+    gpu_pids = {e["pid"] for e in events if e.get("name") == "process_name" and "GPU" in e["args"]["name"]}
+    streams = {
+        (e["pid"], e["tid"])
+        for e in events
+        if e.get("name") == "thread_name" and e["pid"] in gpu_pids and e["args"]["name"].startswith("Stream")
+    }
+    return _totals(e for e in events if e.get("ph") == "X" and (e["pid"], e.get("tid")) in streams)
+
+
+def torch_kernels(trace_path: pathlib.Path) -> dict[str, list[float]]:
+    """Kernel name -> [total microseconds, launches] from a torch.profiler Chrome trace."""
+    events = json.loads(trace_path.read_text())["traceEvents"]
+    return _totals(e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+
+
+def _totals(events) -> dict[str, list[float]]:  # noqa: ANN001
+    totals: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
+    for event in events:
+        totals[event["name"]][0] += float(event.get("dur", 0.0))
+        totals[event["name"]][1] += 1
+    return dict(totals)
+
+
+def summary(kernels: dict[str, list[float]]) -> dict[str, float]:
+    """Milliseconds per forward by category, plus the kernel count per forward."""
+    ms: dict[str, float] = collections.defaultdict(float)
+    for name, (us, _) in kernels.items():
+        ms[category(name)] += us / 1e3 / PROFILED_FORWARDS
+    ms["all kernels"] = sum(ms.values())
+    ms["launches"] = sum(count for _, count in kernels.values()) / PROFILED_FORWARDS
+    return dict(ms)
+
+
+def profile_jax(
+    model: ltx_jax.LTXModel, data: dict, workdir: pathlib.Path, hlo_dir: pathlib.Path | None
+) -> tuple[float, dict]:
+    """Median forward seconds and the kernels of a trace; writes the optimized HLO to `hlo_dir`."""
+    graphdef, state = nnx.split(model)
+    forward = jax.jit(lambda s, v, a: nnx.merge(graphdef, s)(v, a), compiler_options=ltx_jax.DIT_COMPILER_OPTIONS)
+    video, audio = (bench_step.jax_modality(data[k]) for k in ("video", "audio"))
+    compiled = forward.lower(state, video, audio).compile()
+    if hlo_dir is not None:  # kernel names are the HLO's fusion names: this maps them to the model
+        hlo_dir.mkdir(parents=True, exist_ok=True)
+        (hlo_dir / f"forward_{video.latent.shape[1]}.hlo.txt").write_text(compiled.as_text())
+    _, seconds = bench_step.median_seconds(lambda: compiled(state, video, audio), jax.block_until_ready, 10)
+    with jax.profiler.trace(str(workdir / "jax")):
+        for _ in range(PROFILED_FORWARDS):
+            jax.block_until_ready(compiled(state, video, audio))
+    return seconds, jax_kernels(workdir / "jax")
+
+
+def profile_torch(reference: torch.nn.Module, data: dict, workdir: pathlib.Path, device: str) -> tuple[float, dict]:
+    video, audio = (bench_step.torch_modality(data[k], device) for k in ("video", "audio"))
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    perturbations = bench_step.torch_perturbations(False)
+    with torch.inference_mode():
+        run = lambda: reference(video, audio, perturbations)  # noqa: E731
+        _, seconds = bench_step.median_seconds(run, lambda _: sync(), 10)
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=activities) as prof:
+            for _ in range(PROFILED_FORWARDS):
+                run()
+            sync()
+    prof.export_chrome_trace(str(workdir / "torch.json"))
+    return seconds, torch_kernels(workdir / "torch.json")
+
+
+def report(tokens: int, rows: dict[str, tuple[float, dict]], top: int) -> None:
+    names = list(rows)
+    print(f"\n== {tokens} video tokens: ms per forward ==")
+    print(f"{'':>20}" + "".join(f"{n:>12}" for n in names))
+    print(f"{'forward (timed)':>20}" + "".join(f"{rows[n][0] * 1e3:>12.1f}" for n in names))
+    sums = {n: summary(rows[n][1]) for n in names}
+    for key in [c for c, _ in CATEGORIES] + ["elementwise/reduce", "all kernels", "launches"]:
+        print(f"{key:>20}" + "".join(f"{sums[n].get(key, 0.0):>12.1f}" for n in names))
+    for n in names:
+        print(f"-- {n}: largest kernels, ms per forward (launches) --")
+        ranked = sorted(rows[n][1].items(), key=lambda kv: -kv[1][0])[:top]
+        for name, (us, count) in ranked:
+            per_forward = us / 1e3 / PROFILED_FORWARDS
+            print(f"{per_forward:>8.2f} ({count // PROFILED_FORWARDS:>4}) {category(name):<18} {name[:110]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--tokens", type=int, nargs="+", default=[6144, 24576])
+    parser.add_argument("--no-torch", action="store_true", help="profile ltx-jax only")
+    parser.add_argument("--top", type=int, default=15, help="how many of the largest kernels to list")
+    parser.add_argument(
+        "--out", type=pathlib.Path, default=None, help="folder for profile_T.json and the optimized HLO"
+    )
+    parser.add_argument("--device", default="cuda", help="torch device (cpu only to check the script)")
+    args = parser.parse_args()
+    cfg = ltx_jax.LTXConfig.ltx2_3(num_layers=args.layers, av_ca_scale_shift_from_sigma=True)
+    reference = bench_step.torch_reference(cfg, args.device)
+    model = ltx_jax.load_state_dict(abstract_model(cfg, jax.numpy.bfloat16), reference.state_dict())
+    if args.no_torch:
+        del reference
+    print(f"{jax.devices()[0].device_kind}; jax {jax.__version__}, torch {torch.__version__}; {args.layers} blocks")
+    data = {tokens: bench_step.inputs(tokens, np.random.default_rng(tokens)) for tokens in args.tokens}
+    rows: dict[int, dict[str, tuple[float, dict]]] = {tokens: {} for tokens in args.tokens}
+    with tempfile.TemporaryDirectory() as tmp:
+        # All jax traces before any torch one: torch's profiler keeps CUPTI subscribed after it
+        # stops, and a later jax trace then fails (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED).
+        for tokens in args.tokens:
+            workdir = pathlib.Path(tmp) / f"{tokens}"
+            rows[tokens]["ltx-jax"] = profile_jax(model, data[tokens], workdir, args.out)
+        for tokens in [] if args.no_torch else args.tokens:
+            rows[tokens]["ltx-core"] = profile_torch(reference, data[tokens], pathlib.Path(tmp), args.device)
+    for tokens in args.tokens:
+        report(tokens, rows[tokens], args.top)
+        if args.out is not None:
+            dump = {n: {"seconds": s, "kernels_us": k} for n, (s, k) in rows[tokens].items()}
+            (args.out / f"profile_{tokens}.json").write_text(json.dumps(dump, indent=1))
+
+
+if __name__ == "__main__":
+    main()
