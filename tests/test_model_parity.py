@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -144,6 +145,20 @@ def test_bfloat16_within_tolerance_of_float32_reference():
     ours = run_jax(jax_model(cfg, reference, jnp.bfloat16), video, audio, dtype=jnp.bfloat16)
     assert all(o.dtype == jnp.bfloat16 for o in ours)
     assert_parity(ours, run_torch(reference, video, audio), BF16_TOLERANCE)
+
+
+def test_compiled_with_dit_compiler_options():
+    """The forward as SequenceParallel and the benchmarks compile it. The options are XLA
+    debug-option names, checked at compile time: one this jax's XLA does not know raises."""
+    cfg = ltx_jax.LTXConfig.tiny(**LEGACY, **ARCHITECTURES["ltx2_3_like"])
+    video, audio = default_inputs(cfg, batch=2)
+    reference = torch_model(cfg)
+    graphdef, state = nnx.split(jax_model(cfg, reference))
+    forward = jax.jit(
+        lambda state, v, a: nnx.merge(graphdef, state)(v, a), compiler_options=ltx_jax.DIT_COMPILER_OPTIONS
+    )
+    ours = forward(state, video.to_jax(jnp.float32), audio.to_jax(jnp.float32))
+    assert_parity(ours, run_torch(reference, video, audio))
 
 
 def test_upstream_av_adaln_uses_own_timesteps():
