@@ -13,7 +13,8 @@ real per-step batch at stage 1; B=1 is one pass.
 Rows (bf16 unless noted, non-causal, scale 1/sqrt(D)):
 - "xla", "cudnn", "cudnn + key lengths": `jax.nn.dot_product_attention` (token-major BTNH operands).
 - "cudnn BNTH", "cudnn BNTH + key lengths": the same cuDNN kernel on head-major operands, the layout
-  torch hands SDPA and the DiT's attention (`ltx_jax.model.attention.cudnn_attention`) uses.
+  torch hands SDPA (the DiT stays token-major: head-major measured no faster). The note gives the
+  largest difference from the token-major output.
 - "ring xla + lse", "ring cudnn + lse", "ring cudnn + lse + key lengths": the ring's block kernels
   (`ltx_jax.parallel.blockwise`; the cuDNN one returns cuDNN's float32 softmax statistics).
 - "pallas mgpu [+ lse] (dtype)": the Mosaic GPU FlashAttention-3 kernel
@@ -82,12 +83,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def time_jax(fn: Kernel, q: jax.Array, k: jax.Array, v: jax.Array, repeats: int, inner: int) -> float:
     """Seconds per attention: `inner` chained calls unrolled in one jitted program, median over
-    `repeats`. A returned lse is summed into the result, so no kernel's statistics can be dropped as
-    dead code. Unrolled, not a `fori_loop`: XLA's GPU while loop reads its predicate back to the host
-    every iteration, which added ~55 us per call (ncu timed the same cuDNN kernel at 156 us under JAX
-    and torch while this loop reported 214 us; scripts/probe_cudnn_attention.py)."""
+    `repeats`. k and v are arguments, not constants XLA could fold work into. A returned lse is
+    summed into the result, so no kernel's statistics can be dropped as dead code. Unrolled, not a
+    `fori_loop`: in a loop the same cuDNN call measured 222 us per call where ncu times its kernel
+    at 156 us under both JAX and torch (scripts/probe_cudnn_attention.py); unrolled it is 165 us.
+    Where XLA's loop spends the difference was not isolated."""
 
-    def chain(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def chain(x: jax.Array, k: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
         acc = jnp.zeros((), jnp.float32)
         for _ in range(inner):
             result = fn(x, k, v)
@@ -95,7 +97,7 @@ def time_jax(fn: Kernel, q: jax.Array, k: jax.Array, v: jax.Array, repeats: int,
             x, acc = out.astype(q.dtype), acc if lse is None else acc + lse.sum()
         return x, acc
 
-    program = jax.jit(chain)
+    program = functools.partial(jax.jit(chain), k=k, v=v)
     jax.block_until_ready(program(q))
     times = []
     for _ in range(repeats):
@@ -210,9 +212,18 @@ def head_major_rows(bench: Bench, shape: Shape, qkv: QKV, lengths: jax.Array) ->
         "kv_seqlen": lengths,
         "mask_type": cudnn_fmha.MaskType.PADDING,
     }
+    token_major = {
+        "cudnn BNTH": jax.nn.dot_product_attention(*qkv, implementation="cudnn"),
+        "cudnn BNTH + key lengths": jax.nn.dot_product_attention(
+            *qkv, key_value_seq_lengths=lengths, implementation="cudnn"
+        ),
+    }
     for name, extra in (("cudnn BNTH", {}), ("cudnn BNTH + key lengths", padding)):
         fn = functools.partial(cudnn_fmha.dot_product_attention, scale=scale, qkv_layout="BNTH", **extra)
         bench.time_kernel(shape, name, fn, head_major)
+        if bench.rows[-1]["seconds"] is not None:
+            diff = jnp.abs(jnp.swapaxes(fn(*head_major), 1, 2).astype(jnp.float32) - token_major[name])
+            bench.rows[-1]["note"] = f"max diff from token-major {float(diff.max()):.1e}"
 
 
 def mgpu_rows(bench: Bench, shape: Shape, qkv: QKV, reference: Reference) -> None:

@@ -39,6 +39,9 @@ import ltx_jax  # noqa: E402
 from ltx_jax.convert.checkpoint import abstract_model  # noqa: E402
 
 AUDIO_TOKENS, TEXT_TOKENS = 126, 1024
+# Versions of ltx_jax before the optimization pass (scripts/device/optimize_step.sh times several
+# side by side) have no DIT_COMPILER_OPTIONS: they compiled with XLA's defaults.
+COMPILER_OPTIONS = getattr(ltx_jax, "DIT_COMPILER_OPTIONS", {})
 
 
 def torch_reference(cfg: ltx_jax.LTXConfig, device: str) -> TorchLTXModel:
@@ -87,6 +90,13 @@ def torch_perturbations(skip_video_self_attention: bool) -> BatchedPerturbationC
         return BatchedPerturbationConfig.empty(1)
     skip = Perturbation(PerturbationType.SKIP_VIDEO_SELF_ATTN, None)
     return BatchedPerturbationConfig([PerturbationConfig([skip])])
+
+
+def jax_perturbations(skip_video_self_attention: bool) -> ltx_jax.BatchedPerturbationConfig:
+    skip = ltx_jax.Perturbation(ltx_jax.PerturbationType.SKIP_VIDEO_SELF_ATTN, None)
+    return ltx_jax.BatchedPerturbationConfig(
+        (ltx_jax.PerturbationConfig((skip,) if skip_video_self_attention else ()),)
+    )
 
 
 def jax_modality(fields: dict[str, np.ndarray]) -> ltx_jax.Modality:
@@ -178,9 +188,10 @@ def options_row(model: ltx_jax.LTXModel, tokens: int, args: argparse.Namespace) 
     data = inputs(tokens, np.random.default_rng(tokens))
     video, audio = (jax_modality(data[k]) for k in ("video", "audio"))
     graphdef, state = nnx.split(model)
+    perturbations = jax_perturbations(args.skip_video_self_attention)
     variants = {
-        name: jax.jit(lambda state, v, a: nnx.merge(graphdef, state)(v, a), compiler_options=options)
-        for name, options in (("options", ltx_jax.DIT_COMPILER_OPTIONS), ("defaults", {}))
+        name: jax.jit(lambda state, v, a: nnx.merge(graphdef, state)(v, a, perturbations), compiler_options=options)
+        for name, options in (("options", COMPILER_OPTIONS), ("defaults", {}))
     }
     rounds: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.compare_xla_defaults):
@@ -209,19 +220,13 @@ def measure(  # noqa: ANN201
             lambda _: sync(),
             repeats,
         )
-    perturbations = ltx_jax.BatchedPerturbationConfig(
-        (
-            ltx_jax.PerturbationConfig(
-                (ltx_jax.Perturbation(ltx_jax.PerturbationType.SKIP_VIDEO_SELF_ATTN, None),) if skip else ()
-            ),
-        )
-    )
+    perturbations = jax_perturbations(skip)
     # jax.jit over the parameter pytree: nnx.jit re-walks the module graph in Python on every call
     # (about 50 ms for 8 blocks on the CPU machine), which would be timed as part of the forward.
     graphdef, state = nnx.split(model)
     forward = jax.jit(
         lambda state, v, a: nnx.merge(graphdef, state)(v, a, perturbations),
-        compiler_options=ltx_jax.DIT_COMPILER_OPTIONS,
+        compiler_options=COMPILER_OPTIONS,
     )
     ours, jax_s = median_seconds(
         lambda: forward(state, jax_in["video"], jax_in["audio"]), jax.block_until_ready, repeats

@@ -1,7 +1,7 @@
 """Where one DiT forward spends its GPU time: ltx-jax (jax.profiler) beside ltx-core (torch.profiler).
 
     python scripts/profile_step.py --out results/profile          # 8 blocks, 6144 and 24576 tokens
-    python scripts/profile_step.py --no-torch --tokens 6144       # ltx-jax only (e.g. under XLA_FLAGS)
+    python scripts/profile_step.py --no-torch --xla-defaults      # ltx-jax only, e.g. under XLA_FLAGS
 
 Same model, weights and inputs as `bench_step.py` (which this imports). For each token count it
 prints the median forward time (timed before profiling), then the GPU kernel time per forward split
@@ -81,11 +81,15 @@ def summary(kernels: dict[str, list[float]]) -> dict[str, float]:
 
 
 def profile_jax(
-    model: ltx_jax.LTXModel, data: dict, workdir: pathlib.Path, hlo_dir: pathlib.Path | None
+    model: ltx_jax.LTXModel,
+    data: dict,
+    workdir: pathlib.Path,
+    hlo_dir: pathlib.Path | None,
+    compiler_options: dict[str, bool],
 ) -> tuple[float, dict]:
     """Median forward seconds and the kernels of a trace; writes the optimized HLO to `hlo_dir`."""
     graphdef, state = nnx.split(model)
-    forward = jax.jit(lambda s, v, a: nnx.merge(graphdef, s)(v, a), compiler_options=ltx_jax.DIT_COMPILER_OPTIONS)
+    forward = jax.jit(lambda s, v, a: nnx.merge(graphdef, s)(v, a), compiler_options=compiler_options)
     video, audio = (bench_step.jax_modality(data[k]) for k in ("video", "audio"))
     compiled = forward.lower(state, video, audio).compile()
     if hlo_dir is not None:  # kernel names are the HLO's fusion names: this maps them to the model
@@ -135,6 +139,11 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--tokens", type=int, nargs="+", default=[6144, 24576])
     parser.add_argument("--no-torch", action="store_true", help="profile ltx-jax only")
+    parser.add_argument(
+        "--xla-defaults",
+        action="store_true",
+        help="compile without DIT_COMPILER_OPTIONS, which take precedence over XLA_FLAGS",
+    )
     parser.add_argument("--top", type=int, default=15, help="how many of the largest kernels to list")
     parser.add_argument(
         "--out", type=pathlib.Path, default=None, help="folder for profile_T.json and the optimized HLO"
@@ -154,7 +163,8 @@ def main() -> None:
         # stops, and a later jax trace then fails (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED).
         for tokens in args.tokens:
             workdir = pathlib.Path(tmp) / f"{tokens}"
-            rows[tokens]["ltx-jax"] = profile_jax(model, data[tokens], workdir, args.out)
+            options = {} if args.xla_defaults else ltx_jax.DIT_COMPILER_OPTIONS
+            rows[tokens]["ltx-jax"] = profile_jax(model, data[tokens], workdir, args.out, options)
         for tokens in [] if args.no_torch else args.tokens:
             rows[tokens]["ltx-core"] = profile_torch(reference, data[tokens], pathlib.Path(tmp), args.device)
     for tokens in args.tokens:

@@ -3,7 +3,8 @@
 # same process) for each version of the package, one after another on the same GPU, so that every
 # optimization is measured against the one before it in the same run. TREES holds directories
 # that each contain an `ltx_jax` package (e.g. `git archive REV ltx_jax | tar -x -C .trees/NAME`);
-# "." is the working tree. FLAGS_TREE is also run once more under XLA_FLAGS=$EXTRA_XLA_FLAGS.
+# "." is the working tree. FLAGS_TREE is also run once more under XLA_FLAGS=$EXTRA_XLA_FLAGS
+# (a version with DIT_COMPILER_OPTIONS compiles with those, which take precedence over XLA_FLAGS).
 #   TREES=".trees/base .trees/attention_bnth ." bash scripts/device/optimize_step.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
