@@ -16,6 +16,7 @@ Needs a CUDA GPU, torch with CUDA and ltx-core (a pure-Python wheel: `pip instal
 import argparse
 import os
 import time
+from collections.abc import Callable
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # entry point: share the GPU with torch
 
@@ -63,7 +64,10 @@ def torch_reference(cfg: ltx_jax.LTXConfig, device: str) -> TorchLTXModel:
     return model.eval()
 
 
-def inputs(tokens: int, rng: np.random.Generator) -> dict[str, dict[str, np.ndarray]]:
+Inputs = dict[str, dict[str, np.ndarray]]  # per modality, the Modality fields as numpy arrays
+
+
+def inputs(tokens: int, rng: np.random.Generator) -> Inputs:
     def stream(n: int, axes: int, context_dim: int) -> dict[str, np.ndarray]:
         starts = np.repeat(np.arange(n, dtype=np.float32)[None, None] / 24, axes, axis=1)
         return {
@@ -147,20 +151,35 @@ def main() -> None:
         f"{args.layers} blocks, bf16, {AUDIO_TOKENS} audio + {TEXT_TOKENS} text tokens"
     )
     print(f"{'video tokens':>12} {'ltx-core':>10} {'ltx-jax':>10} {'jax/torch':>9} {'max rel diff':>12}")
+    forward = jax_forward(model, args.skip_video_self_attention, COMPILER_OPTIONS)
     for tokens in args.tokens:
+        data = inputs(tokens, np.random.default_rng(tokens))
         torch_s, jax_s, diff = measure(
-            reference, model, tokens, args.device, args.repeats, args.skip_video_self_attention
+            reference, forward, data, args.device, args.repeats, args.skip_video_self_attention
         )
         print(f"{tokens:>12} {torch_s * 1e3:>8.1f}ms {jax_s * 1e3:>8.1f}ms {jax_s / torch_s:>9.2f} {diff:>12.2e}")
         if args.torch_compile:
-            print(f"{'':>12} torch.compile: {compiled_row(reference, tokens, args, jax_s)}")
+            print(f"{'':>12} torch.compile: {compiled_row(reference, data, args, jax_s)}")
         if args.compare_xla_defaults:
-            print(f"{'':>12} {options_row(model, tokens, args)}")
+            print(f"{'':>12} {options_row(model, forward, data, args)}")
 
 
-def compiled_row(reference: TorchLTXModel, tokens: int, args: argparse.Namespace, jax_s: float) -> str:
-    """ltx-core under `torch.compile` at `tokens`: its median time and jax/compiled, or why it failed."""
-    data = inputs(tokens, np.random.default_rng(tokens))
+def jax_forward(
+    model: ltx_jax.LTXModel, skip_video_self_attention: bool, compiler_options: dict[str, bool]
+) -> Callable[[ltx_jax.Modality, ltx_jax.Modality], tuple[jax.Array, jax.Array]]:
+    """`model(video, audio, perturbations)` under `jax.jit` over the parameter pytree, taken once:
+    nnx.jit re-walks the module graph in Python on every call (about 50 ms for 8 blocks on the CPU
+    machine), which would be timed as part of the forward."""
+    perturbations = jax_perturbations(skip_video_self_attention)
+    graphdef, state = nnx.split(model)
+    compiled = jax.jit(
+        lambda state, v, a: nnx.merge(graphdef, state)(v, a, perturbations), compiler_options=compiler_options
+    )
+    return lambda video, audio: compiled(state, video, audio)
+
+
+def compiled_row(reference: TorchLTXModel, data: Inputs, args: argparse.Namespace, jax_s: float) -> str:
+    """ltx-core under `torch.compile` on `data`: its median time and jax/compiled, or why it failed."""
     torch_in = {k: torch_modality(fields, args.device) for k, fields in data.items()}
     # ltx-core's blocks carry their index as an int attribute, which dynamo treats as static: one
     # graph per block and per token count. With the default limit of 8, dynamo gives up after the
@@ -183,20 +202,18 @@ def compiled_row(reference: TorchLTXModel, tokens: int, args: argparse.Namespace
     return f"{seconds * 1e3:.1f}ms, jax/compiled {jax_s / seconds:.2f} (compile and runs {total:.0f} s)"
 
 
-def options_row(model: ltx_jax.LTXModel, tokens: int, args: argparse.Namespace) -> str:
-    """ltx-jax with DIT_COMPILER_OPTIONS against XLA's defaults, alternating rounds on the same inputs."""
-    data = inputs(tokens, np.random.default_rng(tokens))
+def options_row(model: ltx_jax.LTXModel, forward: Callable, data: Inputs, args: argparse.Namespace) -> str:
+    """`forward` (compiled with DIT_COMPILER_OPTIONS) against the model compiled with XLA's defaults,
+    alternating rounds on the same inputs."""
     video, audio = (jax_modality(data[k]) for k in ("video", "audio"))
-    graphdef, state = nnx.split(model)
-    perturbations = jax_perturbations(args.skip_video_self_attention)
     variants = {
-        name: jax.jit(lambda state, v, a: nnx.merge(graphdef, state)(v, a, perturbations), compiler_options=options)
-        for name, options in (("options", COMPILER_OPTIONS), ("defaults", {}))
+        "options": forward,
+        "defaults": jax_forward(model, args.skip_video_self_attention, {}),
     }
     rounds: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.compare_xla_defaults):
         for name, forward in variants.items():
-            _, seconds = median_seconds(lambda f=forward: f(state, video, audio), jax.block_until_ready, args.repeats)
+            _, seconds = median_seconds(lambda f=forward: f(video, audio), jax.block_until_ready, args.repeats)
             rounds[name].append(seconds)
     ours, theirs = (float(np.median(rounds[name])) for name in variants)
     spread = " ".join(f"{name} " + "/".join(f"{s * 1e3:.1f}" for s in times) for name, times in rounds.items())
@@ -207,10 +224,9 @@ def options_row(model: ltx_jax.LTXModel, tokens: int, args: argparse.Namespace) 
 
 
 def measure(  # noqa: ANN201
-    reference: TorchLTXModel, model: ltx_jax.LTXModel, tokens: int, device: str, repeats: int, skip: bool
+    reference: TorchLTXModel, forward: Callable, data: Inputs, device: str, repeats: int, skip: bool
 ):
     """(ltx-core seconds, ltx-jax seconds, max relative difference of the video outputs)."""
-    data = inputs(tokens, np.random.default_rng(tokens))
     torch_in = {k: torch_modality(fields, device) for k, fields in data.items()}
     jax_in = {k: jax_modality(fields) for k, fields in data.items()}
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -220,17 +236,7 @@ def measure(  # noqa: ANN201
             lambda _: sync(),
             repeats,
         )
-    perturbations = jax_perturbations(skip)
-    # jax.jit over the parameter pytree: nnx.jit re-walks the module graph in Python on every call
-    # (about 50 ms for 8 blocks on the CPU machine), which would be timed as part of the forward.
-    graphdef, state = nnx.split(model)
-    forward = jax.jit(
-        lambda state, v, a: nnx.merge(graphdef, state)(v, a, perturbations),
-        compiler_options=COMPILER_OPTIONS,
-    )
-    ours, jax_s = median_seconds(
-        lambda: forward(state, jax_in["video"], jax_in["audio"]), jax.block_until_ready, repeats
-    )
+    ours, jax_s = median_seconds(lambda: forward(jax_in["video"], jax_in["audio"]), jax.block_until_ready, repeats)
     ref = theirs[0].float().cpu().numpy()
     return torch_s, jax_s, float(np.abs(np.asarray(ours[0], np.float32) - ref).max() / np.abs(ref).max())
 
