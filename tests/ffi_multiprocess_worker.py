@@ -1,7 +1,7 @@
 """One of N processes (one GPU each, jax.distributed) checking backend="ffi" in its CUDA IPC mode.
 
 Usage: python tests/ffi_multiprocess_worker.py PORT PROCESS_ID NUM_PROCESSES
-(LTX_JAX_FFI_LIBRARY may point at a built library; scripts/device/ffi_multiprocess.sh and
+(LTX_JAX_FFI_LIBRARY may point at a built library; benchmarks/device/ffi_multiprocess.sh and
 tests/test_ffi.py launch it.) Prints one PASS/FAIL line per check and exits 1 if any failed:
   a. FfiAllToAll on the N-process mesh equals lax.all_to_all bit for bit (send and gather heads,
      several shapes, bf16 and f32, 3 exchanges per program, programs back to back), and 5

@@ -315,13 +315,13 @@ def test_repeated_tiled_decodes_reuse_the_compiled_tiles():
 
 
 def test_vae_memory_benchmark_code_path_on_cpu():
-    """scripts/bench_vae_memory.py at a tiny size on CPU (no peak there): our tiled decode, ltx-core's
+    """benchmarks/bench_vae_memory.py at a tiny size on CPU (no peak there): our tiled decode, ltx-core's
     tiled decode, the table; and its `tiled_small` tiles are ltx-core 1.0.0's at the full 1024x1536x121."""
     import argparse  # noqa: PLC0415 - only this test needs the script and its helpers
     import importlib.util  # noqa: PLC0415
     import pathlib  # noqa: PLC0415
 
-    path = pathlib.Path(__file__).parents[1] / "scripts" / "bench_vae_memory.py"
+    path = pathlib.Path(__file__).parents[1] / "benchmarks" / "bench_vae_memory.py"
     spec = importlib.util.spec_from_file_location("bench_vae_memory", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

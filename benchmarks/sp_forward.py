@@ -1,8 +1,8 @@
 """One DiT forward under sequence parallelism, checked against a single device.
 
-    python scripts/sp_forward.py --mesh 8                       # tiny model; simulated CPU devices without a GPU
-    python scripts/sp_forward.py --mesh 2 --width full --tokens 6144 --audio-tokens 126   # on GPUs
-    python scripts/sp_forward.py --mesh 2 4 --width full --layers 8 --tokens 6144 --audio-tokens 126 \
+    python benchmarks/sp_forward.py --mesh 8                       # tiny model; simulated CPU devices without a GPU
+    python benchmarks/sp_forward.py --mesh 2 --width full --tokens 6144 --audio-tokens 126   # on GPUs
+    python benchmarks/sp_forward.py --mesh 2 4 --width full --layers 8 --tokens 6144 --audio-tokens 126 \
         --backend all_to_all ffi ffi_graph          # every mesh size x every head exchange, one model
 
 Builds an LTX-2 DiT with random weights (the tiny test geometry in float32, or LTX-2.3 width in
@@ -11,9 +11,12 @@ bfloat16), runs it on one device and split over each `--mesh` size with Ulysses 
 """
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from device_setup import simulate_cpu_devices_if_needed
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # device_setup, beside generate.py
+from device_setup import simulate_cpu_devices_if_needed  # noqa: E402
 
 BACKENDS = {
     "all_to_all": "jax.lax.all_to_all (NCCL on GPUs)",

@@ -1,10 +1,10 @@
 """The DiT's linear layers alone: JAX with the weight as (in, out), as flax stores it, and as (out, in),
 as torch stores it, against torch's `F.linear` on the same GPU.
 
-    python scripts/bench_matmul_layout.py                  # T = 6144 and 24576 rows
-    python scripts/bench_matmul_layout.py --tokens 6144 --repeats 20
+    python benchmarks/bench_matmul_layout.py                  # T = 6144 and 24576 rows
+    python benchmarks/bench_matmul_layout.py --tokens 6144 --repeats 20
 
-The profile of one forward (scripts/profile_step.py) showed XLA's cuBLAS calls running other kernels
+The profile of one forward (benchmarks/profile_step.py) showed XLA's cuBLAS calls running other kernels
 than torch's for the same products (e.g. 128x128 tiles "NNT" where torch runs 256x128 "TNT"); this
 times each product shape of a block (bf16, with bias, as in the model) in both weight layouts.
 Prints milliseconds per product and TFLOP/s. Needs a CUDA GPU and torch with CUDA.

@@ -4,14 +4,14 @@
 # compiled from XLA's defaults (--xla-defaults: DIT_COMPILER_OPTIONS would override XLA_FLAGS).
 # Results: $OUT/profile.txt, $OUT/profile/*.json and the optimized HLO of each token count,
 # $OUT/flags_*.txt.
-#   bash scripts/device/profile_step.sh
+#   bash benchmarks/device/profile_step.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$OUT/gpu.txt"
-timeout 240 python3 scripts/profile_step.py --out "$OUT/profile" > "$OUT/profile.txt" 2>&1
+timeout 240 python3 benchmarks/profile_step.py --out "$OUT/profile" > "$OUT/profile.txt" 2>&1
 FLAGS=(
     "--xla_gpu_enable_command_buffer="
     "--xla_gpu_enable_triton_gemm=false"
@@ -19,7 +19,7 @@ FLAGS=(
 )
 for i in "${!FLAGS[@]}"; do
     echo "XLA_FLAGS=${FLAGS[$i]}" > "$OUT/flags_$i.txt"
-    XLA_FLAGS="${FLAGS[$i]}" timeout 100 python3 scripts/profile_step.py --no-torch --xla-defaults --top 8 \
+    XLA_FLAGS="${FLAGS[$i]}" timeout 100 python3 benchmarks/profile_step.py --no-torch --xla-defaults --top 8 \
         >> "$OUT/flags_$i.txt" 2>&1
 done
 cat "$OUT/gpu.txt"; grep -v "^ *[0-9.]* ( *[0-9]*) " "$OUT/profile.txt" | tail -40

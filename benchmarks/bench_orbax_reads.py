@@ -1,7 +1,7 @@
 """Bytes Orbax reads from disk when a converted checkpoint is restored onto a mesh, by placement.
 
-    python scripts/bench_orbax_reads.py                  # 8 simulated CPU devices, LTX-2-sized matrices
-    python scripts/bench_orbax_reads.py --mesh 4 --dim 1024
+    python benchmarks/bench_orbax_reads.py                  # 8 simulated CPU devices, LTX-2-sized matrices
+    python benchmarks/bench_orbax_reads.py --mesh 4 --dim 1024
 
 Writes a few matrices shaped like LTX-2's (dim x dim and dim x 4*dim, bf16) the way
 `convert_checkpoint` writes parameters (Orbax v1, uncompressed, one chunk per array), then restores
@@ -12,9 +12,12 @@ tensorstore's file kvstore read (its `bytes_read` metric) against the bytes of t
 
 import argparse
 import os
+import sys
 import tempfile
+from pathlib import Path
 
-from device_setup import simulate_cpu_devices_if_needed
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # device_setup, beside generate.py
+from device_setup import simulate_cpu_devices_if_needed  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:

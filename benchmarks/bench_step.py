@@ -1,8 +1,8 @@
 """One DiT forward, ltx-jax against ltx-core, same weights, same GPU, same run.
 
-    python scripts/bench_step.py                       # 8 blocks, 6144 and 24576 video tokens
-    python scripts/bench_step.py --layers 8 --tokens 6144 24576 --repeats 10
-    python scripts/bench_step.py --torch-compile       # adds ltx-core under torch.compile as a row
+    python benchmarks/bench_step.py                       # 8 blocks, 6144 and 24576 video tokens
+    python benchmarks/bench_step.py --layers 8 --tokens 6144 24576 --repeats 10
+    python benchmarks/bench_step.py --torch-compile       # adds ltx-core under torch.compile as a row
 
 LTX-2.3 width (video 32x128 heads, audio 32x64, FFN 4x, gated attention, cross-attention AdaLN),
 bf16, batch 1, 126 audio tokens, 1024 text tokens per modality. ltx-core 1.0.0 runs eager with its
@@ -40,7 +40,7 @@ import ltx_jax  # noqa: E402
 from ltx_jax.convert.checkpoint import abstract_model  # noqa: E402
 
 AUDIO_TOKENS, TEXT_TOKENS = 126, 1024
-# Versions of ltx_jax before the optimization pass (scripts/device/optimize_step.sh times several
+# Versions of ltx_jax before the optimization pass (benchmarks/device/optimize_step.sh times several
 # side by side) have no DIT_COMPILER_OPTIONS: they compiled with XLA's defaults.
 COMPILER_OPTIONS = getattr(ltx_jax, "DIT_COMPILER_OPTIONS", {})
 

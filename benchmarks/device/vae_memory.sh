@@ -3,7 +3,7 @@
 # LTX-2 19B video VAE decoder (random bf16 weights, 1024x1536x121 px) decoding tile by tile with
 # generate.py's default tiles, with smaller tiles, and in one pass; ltx-core 1.0.0 decodes the smaller
 # tiles on the same GPU. For docs/video_vae.md "Memory". Run from the repository root, .whl carried:
-#   bash scripts/device/vae_memory.sh                 # CONFIG=ltx2_3 for LTX-2.3's decoder
+#   bash benchmarks/device/vae_memory.sh                 # CONFIG=ltx2_3 for LTX-2.3's decoder
 # $OUT: vae_memory.md (the table for the doc), vae_memory.json, vae_memory_log.txt, machine.txt.
 # Success: vae_memory.md has rows jax tiled_default, jax tiled_small, ltx-core tiled_small with a peak
 # in GiB and output 1x3x121x1024x1536, and a jax untiled row (17.6 GiB on an H200; on a smaller
@@ -18,5 +18,5 @@ python3 -c "import jax, torch; print('jax', jax.__version__, jax.devices(), 'tor
     >> "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 # 6 measurement processes (+ a probe), each cut at 150 s; the whole run at 380 s.
-timeout -k 10 380 python3 scripts/bench_vae_memory.py --config "${CONFIG:-ltx2}" --timeout 150 --out "$OUT" \
+timeout -k 10 380 python3 benchmarks/bench_vae_memory.py --config "${CONFIG:-ltx2}" --timeout 150 --out "$OUT" \
     2>&1 | tee "$OUT/vae_memory_log.txt"

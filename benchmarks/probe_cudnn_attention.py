@@ -1,10 +1,10 @@
 """The same cuDNN flash-attention kernel, called by JAX and by torch SDPA, for `ncu` to compare.
 
     ncu --clock-control none --kernel-name regex:sdpa --section LaunchStats --section SpeedOfLight \\
-        python scripts/probe_cudnn_attention.py --batch 1 --tokens 6144 --heads 4
+        python benchmarks/probe_cudnn_attention.py --batch 1 --tokens 6144 --heads 4
 
 Both frameworks end up in `cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_*`
-(scripts/profile_step.py), yet JAX's call measured slower (docs/benchmarks.md). This runs each
+(benchmarks/profile_step.py), yet JAX's call measured slower (docs/benchmarks.md). This runs each
 twice on random bf16 inputs, JAX first, so ncu's launches 0-1 are JAX's and 2-3 torch's.
 """
 

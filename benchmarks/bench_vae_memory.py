@@ -1,8 +1,8 @@
 """Peak device memory and wall time of the video VAE decoder, tiled and untiled, ltx-jax and ltx-core.
 
-    python scripts/bench_vae_memory.py --out /tmp/vae_memory                 # LTX-2 19B decoder, 1024x1536x121
-    python scripts/bench_vae_memory.py --config ltx2_3 --out /tmp/vae_memory  # LTX-2.3's decoder
-    python scripts/bench_vae_memory.py --config tiny --pixels 64x64x9 --torch-on-cpu --out /tmp/v  # CPU smoke test
+    python benchmarks/bench_vae_memory.py --out /tmp/vae_memory                 # LTX-2 19B decoder, 1024x1536x121
+    python benchmarks/bench_vae_memory.py --config ltx2_3 --out /tmp/vae_memory  # LTX-2.3's decoder
+    python benchmarks/bench_vae_memory.py --config tiny --pixels 64x64x9 --torch-on-cpu --out /tmp/v  # CPU smoke test
 
 Builds the decoder from its checkpoint config (`CONFIGS`, sources there) with random bf16 weights
 and decodes a random bf16 latent of (1, 128, 1 + (F - 1) / 8, H / 32, W / 32), each variant in a fresh
@@ -367,7 +367,7 @@ def write_report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str:
     first = next((row["measured"] for row in rows if "params" in row["measured"]), {})
     versions = {k: row["measured"][k] for row in rows for k in ("jax", "torch") if k in row["measured"]}
     header = (
-        f"`python scripts/bench_vae_memory.py --config {args.config} --pixels {height}x{width}x{frames}`: "
+        f"`python benchmarks/bench_vae_memory.py --config {args.config} --pixels {height}x{width}x{frames}`: "
         f"{args.config} decoder ({first.get('params')} parameters, bf16), latent {latent_shape(config, args.pixels)}, "
         f"{first.get('device', '?')} ({', '.join(f'{k} {v}' for k, v in versions.items())})."
     )

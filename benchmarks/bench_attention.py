@@ -1,8 +1,8 @@
 """Attention alone at the shapes sequence parallelism hands each device: JAX kernels against torch SDPA.
 
-    python scripts/bench_attention.py                      # B in (1, 4), T in (6144, 24576), H in (4, 32)
-    python scripts/bench_attention.py --quick              # B in (1, 4), T=6144, fewer repeats and tiles
-    python scripts/bench_attention.py --tokens 768 --heads 32 --batch 4 --out /tmp/bench
+    python benchmarks/bench_attention.py                      # B in (1, 4), T in (6144, 24576), H in (4, 32)
+    python benchmarks/bench_attention.py --quick              # B in (1, 4), T=6144, fewer repeats and tiles
+    python benchmarks/bench_attention.py --tokens 768 --heads 32 --batch 4 --out /tmp/bench
 
 Shapes: after the Ulysses all-to-all each of n devices attends all T tokens with H/n heads (T=6144
 and 24576 are LTX-2's stage-1 and stage-2 video token counts; H=4 is 32 heads on 8 devices, H=32
@@ -86,7 +86,7 @@ def time_jax(fn: Kernel, q: jax.Array, k: jax.Array, v: jax.Array, repeats: int,
     `repeats`. k and v are arguments, not constants XLA could fold work into. A returned lse is
     summed into the result, so no kernel's statistics can be dropped as dead code. Unrolled, not a
     `fori_loop`: in a loop the same cuDNN call measured 222 us per call where ncu times its kernel
-    at 156 us under both JAX and torch (scripts/probe_cudnn_attention.py); unrolled it is 165 us.
+    at 156 us under both JAX and torch (benchmarks/probe_cudnn_attention.py); unrolled it is 165 us.
     Where XLA's loop spends the difference was not isolated."""
 
     def chain(x: jax.Array, k: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:

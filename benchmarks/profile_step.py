@@ -1,7 +1,7 @@
 """Where one DiT forward spends its GPU time: ltx-jax (jax.profiler) beside ltx-core (torch.profiler).
 
-    python scripts/profile_step.py --out results/profile          # 8 blocks, 6144 and 24576 tokens
-    python scripts/profile_step.py --no-torch --xla-defaults      # ltx-jax only, e.g. under XLA_FLAGS
+    python benchmarks/profile_step.py --out results/profile          # 8 blocks, 6144 and 24576 tokens
+    python benchmarks/profile_step.py --no-torch --xla-defaults      # ltx-jax only, e.g. under XLA_FLAGS
 
 Same model, weights and inputs as `bench_step.py` (which this imports). For each token count it
 prints the median forward time (timed before profiling), then the GPU kernel time per forward split

@@ -1,7 +1,7 @@
 """Head-exchange bandwidth per GPU: the ffi peer-to-peer kernel against lax.all_to_all.
 
-    python -m ltx_jax.ffi.build && python scripts/bench_all2all.py            # every GPU of the node
-    python scripts/bench_all2all.py --devices 2 --tokens 6144 --backends ffi nccl
+    python -m ltx_jax.ffi.build && python benchmarks/bench_all2all.py            # every GPU of the node
+    python benchmarks/bench_all2all.py --devices 2 --tokens 6144 --backends ffi nccl
 
 Backends, each in its own process (XLA flags are fixed at start-up):
   ffi          ltx_jax.ffi's CUDA peer-to-peer all-to-all

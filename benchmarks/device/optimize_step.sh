@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# One call on nvidia-h200: the DiT forward (scripts/bench_step.py, ltx-jax against ltx-core in the
+# One call on nvidia-h200: the DiT forward (benchmarks/bench_step.py, ltx-jax against ltx-core in the
 # same process) for each version of the package, one after another on the same GPU, so that every
 # optimization is measured against the one before it in the same run. TREES holds directories
 # that each contain an `ltx_jax` package (e.g. `git archive REV ltx_jax | tar -x -C .trees/NAME`);
 # "." is the working tree. FLAGS_TREE is also run once more under XLA_FLAGS=$EXTRA_XLA_FLAGS
 # (a version with DIT_COMPILER_OPTIONS compiles with those, which take precedence over XLA_FLAGS).
-#   TREES=".trees/base .trees/attention_bnth ." bash scripts/device/optimize_step.sh
+#   TREES=".trees/base .trees/attention_bnth ." bash benchmarks/device/optimize_step.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 TREES=${TREES:-.}
@@ -16,7 +16,7 @@ run() {  # name tree [XLA_FLAGS]
     local name=$1 tree=$2
     local path; path=$(cd "$tree" && pwd)
     echo "== $name (ltx_jax from $path; XLA_FLAGS=${3:-})" > "$OUT/step_$name.txt"
-    PYTHONPATH=/tmp/site:$path XLA_FLAGS=${3:-} timeout 150 python3 scripts/bench_step.py --repeats 10 \
+    PYTHONPATH=/tmp/site:$path XLA_FLAGS=${3:-} timeout 150 python3 benchmarks/bench_step.py --repeats 10 \
         >> "$OUT/step_$name.txt" 2>&1
 }
 for tree in $TREES; do

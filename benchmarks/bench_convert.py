@@ -1,6 +1,6 @@
 """Peak memory and throughput of checkpoint conversion on a synthetic multi-GB safetensors file.
 
-    python scripts/bench_convert.py --layers 2 --workdir /tmp/bench_convert
+    python benchmarks/bench_convert.py --layers 2 --workdir /tmp/bench_convert
 
 Writes an official-format checkpoint (LTX-2.3 width, `--layers` blocks, bf16 tensors under
 `model.diffusion_model.`, config in the metadata) tensor by tensor, converts it in a child process
@@ -25,7 +25,7 @@ from ltx_jax.convert.checkpoint import abstract_model
 from ltx_jax.convert.safetensors_file import DTYPES
 from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+CONVERT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "scripts", "convert_checkpoint.py")
 GB = 1e9
 
 
@@ -67,7 +67,7 @@ def main() -> None:
             f"wrote {size / GB:.2f} GB ({args.layers} blocks at LTX-2.3 width, bf16) in {seconds:.0f} s; "
             f"largest tensor {largest / 1e6:.0f} MB"
         )
-        command = [sys.executable, os.path.join(HERE, "convert_checkpoint.py"), src, out, "--dtype", "bfloat16"]
+        command = [sys.executable, CONVERT, src, out, "--dtype", "bfloat16"]
         start = time.perf_counter()
         subprocess.run(command, check=True, stderr=subprocess.DEVNULL)
         seconds = time.perf_counter() - start

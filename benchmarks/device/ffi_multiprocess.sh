@@ -5,7 +5,7 @@
 # FFI GPU tests as a regression check. Results in $OUT; success = "ALL PASSED" from every worker and
 # "0 failed" in the pytest summary. Run from the
 # repository root with the wheels of .whl/ carried:
-#   [NPROC=4] bash scripts/device/ffi_multiprocess.sh
+#   [NPROC=4] bash benchmarks/device/ffi_multiprocess.sh
 set -uo pipefail
 NPROC=${NPROC:-2}
 OUT=${OUT:-/tmp/out}

@@ -2,7 +2,7 @@
 # One device call on nvidia-h200-x2 (two NVLinked H200s): the GPU tests (incl. the FFI all-to-all),
 # the embedded generation on a 2-GPU mesh with both head-exchange backends, and the all-to-all
 # benchmark. Results go to $OUT. Run from the repository root with the wheels of .whl/ carried:
-#   bash scripts/device/two_gpu_checks.sh
+#   bash benchmarks/device/two_gpu_checks.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -27,5 +27,5 @@ for k in a.files:
     print(k, "bit-exact" if np.array_equal(a[k], b[k]) else f"max diff {np.abs(a[k] - b[k]).max():.3e}")
 PY
 cat "$OUT/generate_backends.txt"
-timeout 150 python3 scripts/bench_all2all.py > "$OUT/bench_all2all.txt" 2>&1
+timeout 150 python3 benchmarks/bench_all2all.py > "$OUT/bench_all2all.txt" 2>&1
 tail -8 "$OUT/bench_all2all.txt"
