@@ -1,8 +1,9 @@
 """One of N processes (one GPU each, jax.distributed) checking backend="ffi" in its CUDA IPC mode.
 
 Usage: python tests/ffi_multiprocess_worker.py PORT PROCESS_ID NUM_PROCESSES
-(LTX_JAX_FFI_LIBRARY may point at a built library; benchmarks/device/ffi_multiprocess.sh and
-tests/test_ffi.py launch it.) Prints one PASS/FAIL line per check and exits 1 if any failed:
+(the library is LTX_JAX_FFI_LIBRARY if set, else the build cache of `python -m ltx_jax.ffi.build`;
+benchmarks/device/ffi_multiprocess.sh and tests/test_ffi.py launch it.) Prints one PASS/FAIL line
+per check and exits 1 if any failed:
   a. FfiAllToAll on the N-process mesh equals lax.all_to_all bit for bit (send and gather heads,
      several shapes, bf16 and f32, 3 exchanges per program, programs back to back), and 5
      send/gather round trips with the CUDA-graph compatible target return the input;

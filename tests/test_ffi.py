@@ -1,7 +1,9 @@
 """The CUDA peer-to-peer all-to-all (ltx_jax.ffi): build, errors, and on a GPU bit-exactness.
 
 CPU: the library and the harness compile with nvcc (skipped, with the reason, without nvcc), the
-architecture option, the multi-process handle exchange's keys, records and errors (with a fake
+architecture option, the sources shipping as package data, where the library is looked for (the
+environment variable, else the build cache keyed by jax version, architecture and sources), the
+errors that say how to build it, the multi-process handle exchange's keys, records and errors (with a fake
 key-value store), and asking for the ffi backend where it cannot run raises with the fix. GPU
 (marked `gpu`; a missing GPU fails under LTX_JAX_REQUIRE_GPU=1): the virtual-rank harness (n in 2,
 4, 8 on one GPU, also under compute-sanitizer), the FFI op against `lax.all_to_all` over every GPU,
@@ -9,11 +11,15 @@ SequenceParallel with backend="ffi" against backend="all_to_all" bit for bit, th
 raising in Python, and all of that again with one process per GPU (tests/ffi_multiprocess_worker.py).
 """
 
+import importlib.resources
 import os
 import re
 import shutil
 import subprocess
 import sys
+from fnmatch import fnmatch
+from pathlib import Path
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +34,7 @@ from ltx_core_twin import default_inputs, relative_error
 from multiprocess_case import free_port, run_processes
 
 import ltx_jax
-from ltx_jax.ffi import all2all, build, ipc
+from ltx_jax.ffi import all2all, build, ipc, paths
 from ltx_jax.parallel.exchange import exchange_backend, gather_heads, lax_all_to_all, send_heads
 
 NVCC = shutil.which("nvcc")
@@ -56,18 +62,37 @@ def test_library_and_harness_compile(tmp_path, monkeypatch):
         assert re.search(rf"\bT {name}\b", symbols), name
 
 
-def test_arch_option_env_and_default(monkeypatch):
-    monkeypatch.delenv(build.ARCH_ENV, raising=False)
-    assert build.resolve_arch() == "sm_90"
-    monkeypatch.setenv(build.ARCH_ENV, "sm_100a")
-    assert build.resolve_arch() == "sm_100a"
-    assert build.resolve_arch("sm_80") == "sm_80"  # the argument wins over the environment
-    assert "-arch=sm_100a" in build.library_command("nvcc", build.BUILD_DIR / build.LIBRARY_NAME)
-    monkeypatch.setenv(build.ARCH_ENV, "hopper")
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """JAX sees only a CPU, and no architecture is set: the default, sm_90, applies."""
+    monkeypatch.delenv(paths.ARCH_ENV, raising=False)
+    monkeypatch.setattr(jax, "local_devices", lambda: [SimpleNamespace(platform="cpu")])
+
+
+def test_arch_option_env_and_default(no_gpu, monkeypatch):
+    assert paths.resolve_arch() == "sm_90"
+    monkeypatch.setenv(paths.ARCH_ENV, "sm_100a")
+    assert paths.resolve_arch() == "sm_100a"
+    assert paths.resolve_arch("sm_80") == "sm_80"  # the argument wins over the environment
+    assert "-arch=sm_100a" in build.library_command("nvcc")
+    monkeypatch.setenv(paths.ARCH_ENV, "hopper")
     with pytest.raises(ValueError, match=r"LTX_JAX_CUDA_ARCH='hopper'.*'sm_90'"):
-        build.resolve_arch()
+        paths.resolve_arch()
     with pytest.raises(ValueError, match=r"arch='sm_61'.*at least sm_70"):
-        build.resolve_arch("sm_61")
+        paths.resolve_arch("sm_61")
+
+
+def test_arch_defaults_to_the_first_gpu(monkeypatch):
+    monkeypatch.delenv(paths.ARCH_ENV, raising=False)
+    a100 = SimpleNamespace(platform="gpu", compute_capability="8.0")
+    monkeypatch.setattr(jax, "local_devices", lambda: [a100])
+    assert paths.resolve_arch() == "sm_80"
+    monkeypatch.setenv(paths.ARCH_ENV, "sm_90a")
+    assert paths.resolve_arch() == "sm_90a"  # the environment wins over the GPU
+    monkeypatch.delenv(paths.ARCH_ENV)
+    a100.compute_capability = "6.1"
+    with pytest.raises(ValueError, match=r"the first GPU's architecture='sm_61'.*at least sm_70"):
+        paths.resolve_arch()
 
 
 def test_missing_nvcc_says_how_to_fix(monkeypatch):
@@ -78,14 +103,82 @@ def test_missing_nvcc_says_how_to_fix(monkeypatch):
         build.find_nvcc()
 
 
-def test_missing_library_says_how_to_build(monkeypatch, tmp_path):
-    monkeypatch.setenv(all2all.LIBRARY_ENV, str(tmp_path / "missing.so"))
+def test_sources_ship_as_package_data():
+    """The build reads the sources from the installed package, and a wheel carries every one of them."""
+    shipped = importlib.resources.files("ltx_jax.ffi") / "csrc"
+    assert paths.sources_dir() == Path(str(shipped))
+    assert paths.sources_dir().parent == Path(all2all.__file__).parent
+    names = sorted(p.name for p in paths.sources_dir().iterdir())
+    assert set(build.LIBRARY_SOURCES + build.HARNESS_SOURCES) <= set(names)
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = Path(__file__).parents[1] / "pyproject.toml"
+    globs = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-data"]["ltx_jax.ffi"]
+    assert [n for n in names if not any(fnmatch(f"csrc/{n}", g) for g in globs)] == []
+
+
+@pytest.fixture
+def cache(no_gpu, monkeypatch, tmp_path):
+    """An empty build cache, no prebuilt library, the default architecture."""
+    monkeypatch.delenv(paths.LIBRARY_ENV, raising=False)
+    monkeypatch.setenv(paths.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_cache_folder_is_keyed_by_jax_version_arch_and_sources(cache, monkeypatch):
+    folder = paths.library_dir()
+    assert folder == cache / "ffi" / f"jax-{jax.__version__}-sm_90-{paths.source_hash()}"
+    assert paths.library_dir("sm_80") != folder
+    monkeypatch.setattr(jax, "__version__", "99.0.0")
+    assert paths.library_dir() == cache / "ffi" / f"jax-99.0.0-sm_90-{paths.source_hash()}"
+
+
+def test_cache_root_falls_back_to_xdg_then_home(monkeypatch, tmp_path):
+    monkeypatch.delenv(paths.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert paths.cache_dir() == tmp_path / "xdg" / "ltx_jax"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert paths.cache_dir() == tmp_path / "home" / ".cache" / "ltx_jax"
+
+
+def test_library_is_found_in_the_cache_and_the_variable_wins(cache, tmp_path, monkeypatch):
+    cached = paths.library_dir() / paths.LIBRARY_NAME
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"")
+    assert paths.find_library() == cached
+    prebuilt = tmp_path / "prebuilt.so"
+    prebuilt.write_bytes(b"")
+    monkeypatch.setenv(paths.LIBRARY_ENV, str(prebuilt))
+    assert paths.find_library() == prebuilt
+
+
+def test_missing_library_says_how_to_build(cache):
+    command = re.escape(f"`LTX_JAX_CUDA_ARCH=sm_90 LTX_JAX_CACHE_DIR={cache} python -m ltx_jax.ffi.build`")
+    pattern = rf"not built for jax {re.escape(jax.__version__)} and sm_90.*{command}.*LTX_JAX_FFI_LIBRARY.*all_to_all"
+    with pytest.raises(RuntimeError, match=pattern):
+        paths.find_library()
+
+
+def test_missing_prebuilt_library_says_how_to_build(monkeypatch, tmp_path):
+    monkeypatch.setenv(paths.LIBRARY_ENV, str(tmp_path / "missing.so"))
     all2all.load_library.cache_clear()
     try:
-        with pytest.raises(RuntimeError, match="python -m ltx_jax.ffi.build"):
+        with pytest.raises(RuntimeError, match=r"LTX_JAX_FFI_LIBRARY=.*missing.so.*python -m ltx_jax.ffi.build"):
             all2all.load_library()
     finally:
         all2all.load_library.cache_clear()
+
+
+def test_build_command_takes_no_arguments(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["build.py", "--harness"])
+    with pytest.raises(SystemExit, match=r"takes no arguments, got \['--harness'\].*LTX_JAX_CUDA_ARCH"):
+        build.main()
+
+
+def test_ffi_package_has_no_argparse():
+    """Settings come from the environment, so the loading process resolves the folder the build wrote."""
+    package = Path(build.__file__).parent
+    assert [str(p) for p in package.rglob("*.py") if "argparse" in p.read_text()] == []
 
 
 def cpu_mesh(n: int) -> Mesh:
@@ -236,7 +329,7 @@ def gpu_build(tmp_path_factory):
         pytest.skip("needs a CUDA GPU")
     directory = tmp_path_factory.mktemp("ffi")
     library = build.build(directory)
-    os.environ[all2all.LIBRARY_ENV] = str(library)
+    os.environ[paths.LIBRARY_ENV] = str(library)
     all2all.load_library.cache_clear()
     return directory
 

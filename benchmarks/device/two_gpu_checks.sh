@@ -10,7 +10,7 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi -L > "$OUT/machine.txt"
 python3 -c "import jax, torch; print('jax', jax.__version__, 'torch', torch.__version__)" >> "$OUT/machine.txt"
-python3 -m ltx_jax.ffi.build --harness > "$OUT/build.txt" 2>&1
+{ python3 -m ltx_jax.ffi.build && python3 benchmarks/build_ffi_harness.py; } > "$OUT/build.txt" 2>&1
 LTX_JAX_REQUIRE_GPU=1 timeout 330 python3 -m pytest -q -m gpu tests/test_gpu.py tests/test_ffi.py -p no:cacheprovider \
     > "$OUT/gpu_tests.txt" 2>&1
 tail -3 "$OUT/gpu_tests.txt"

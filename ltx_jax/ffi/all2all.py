@@ -3,7 +3,8 @@
 Source: LTX-2's `ltx-kernels` all2all (`kern/csrc/all2all`), reworked for XLA: XLA owns the
 outputs, so senders write into persistent per-GPU receive slots (two, used alternately) and each
 rank copies its slot into the output; the slot parity and the arrival counters live in device
-memory, so no host state changes between calls. Protocol and hazards: `csrc/all2all.cu`, docs/ffi.md.
+memory, so no host state changes between calls. Protocol and hazards: `ltx_jax/ffi/csrc/all2all.cu`,
+docs/ffi.md.
 
 Two modes, the same kernels: one process drives all GPUs of the mesh (peer access between them),
 or one process per GPU under `jax.distributed` (each allocates its own ranks' buffers and maps its
@@ -19,7 +20,6 @@ import ctypes
 import dataclasses
 import functools
 import itertools
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,8 +30,8 @@ from jax import lax
 from jax.sharding import Mesh
 
 from ltx_jax.ffi import ipc
+from ltx_jax.ffi.paths import find_library
 
-LIBRARY_ENV = "LTX_JAX_FFI_LIBRARY"  # path of a prebuilt libltx_all2all.so
 DEFAULT_TIMEOUT_S = 10.0
 # With one process per GPU the first exchange of a program also waits for processes still compiling
 # or loading it, which takes far longer than any exchange.
@@ -54,21 +54,14 @@ class AllToAllError(RuntimeError):
 def load_library() -> ctypes.CDLL:
     """Loads the CUDA library and registers its FFI targets with JAX (once).
 
-    Raises `RuntimeError` if it is not built (`python -m ltx_jax.ffi.build`).
+    The library is `$LTX_JAX_FFI_LIBRARY`, else the cached build for this jax and GPU (`paths.find_library`).
+    Raises `RuntimeError` naming the build command (`python -m ltx_jax.ffi.build`) if it is missing.
     """
-    from ltx_jax.ffi.build import BUILD_DIR, LIBRARY_NAME  # not at import: `python -m ltx_jax.ffi.build` runs it
-
-    path = Path(os.environ.get(LIBRARY_ENV, BUILD_DIR / LIBRARY_NAME)).resolve()
+    path = find_library()
     if _registered_from is not None and _registered_from != path:
         raise RuntimeError(
             f"The all-to-all FFI targets are already registered from {_registered_from}; XLA cannot register {path} "
             "in the same process. Restart Python to load another build."
-        )
-    if not path.is_file():
-        raise RuntimeError(
-            f"ltx-jax's CUDA all-to-all library is not built ({path} does not exist). Build it with "
-            f"`python -m ltx_jax.ffi.build` (needs nvcc), set {LIBRARY_ENV} to a built copy, or use "
-            "backend='all_to_all'."
         )
     lib = ctypes.CDLL(str(path))
     lib.ltx_a2a_create.restype = ctypes.c_int

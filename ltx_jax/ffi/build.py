@@ -1,48 +1,36 @@
-"""Builds the CUDA peer-to-peer all-to-all of `csrc/` with nvcc: `python -m ltx_jax.ffi.build [--harness] [--arch A]`.
+"""Builds the CUDA peer-to-peer all-to-all with nvcc: `python -m ltx_jax.ffi.build` prints the library's path.
 
-The library (`build/ffi/libltx_all2all.so` in the checkout) holds the kernels and the XLA FFI
-handlers, compiled against the XLA FFI headers of the installed jax (`jax.ffi.include_dir()`) for
-the GPU architecture given by `--arch`, else `$LTX_JAX_CUDA_ARCH`, else sm_90 (Hopper). The
-kernels need sm_70 or newer (system-scope acquire/release); e.g. sm_80 for A100, sm_100 for B200.
-The harness is the standalone virtual-rank test program.
+The sources ship in the package (`ltx_jax/ffi/csrc`); the library goes to the build cache folder
+for the installed jax, the GPU architecture and the sources (`ltx_jax.ffi.paths`), where
+`load_library` looks for it. It holds the kernels and the XLA FFI handlers, compiled against the
+XLA FFI headers of the installed jax (`jax.ffi.include_dir()`) for `$LTX_JAX_CUDA_ARCH`, else the
+architecture of the first GPU JAX sees, else sm_90 (Hopper). The kernels need sm_70 or newer
+(system-scope acquire/release); e.g. sm_80 for A100, sm_100 for B200. `build_harness` compiles the
+standalone virtual-rank test program (`benchmarks/build_ffi_harness.py` in a source checkout).
 """
 
-import argparse
 import os
-import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import jax
 
-REPO = Path(__file__).resolve().parents[2]
-CSRC = REPO / "csrc"
-BUILD_DIR = REPO / "build" / "ffi"
-LIBRARY_NAME = "libltx_all2all.so"
+from ltx_jax.ffi.paths import (
+    ARCH_ENV,
+    BUILD_COMMAND,
+    CACHE_ENV,
+    LIBRARY_NAME,
+    library_dir,
+    resolve_arch,
+    sources_dir,
+)
+
 HARNESS_NAME = "all2all_harness"
 DEFAULT_NVCC = "/usr/local/cuda/bin/nvcc"
-ARCH_ENV = "LTX_JAX_CUDA_ARCH"
-DEFAULT_ARCH = "sm_90"  # H100/H200
-MIN_ARCH = 70  # ld.acquire.sys / red.release.sys
 LIBRARY_SOURCES = ("all2all.cu", "all2all_comm.cu", "all2all_ffi.cc")
 HARNESS_SOURCES = ("all2all.cu", "all2all_comm.cu", "all2all_harness.cu")
-
-
-def resolve_arch(arch: str | None = None) -> str:
-    """`arch`, else `$LTX_JAX_CUDA_ARCH`, else sm_90, checked: `sm_XY` or `compute_XY` with XY >= 70.
-
-    Raises `ValueError` naming the value and the expected form.
-    """
-    value = arch or os.environ.get(ARCH_ENV) or DEFAULT_ARCH
-    match = re.fullmatch(r"(sm|compute)_(\d+)[af]?", value)
-    if match is None or int(match.group(2)) < MIN_ARCH:
-        source = "arch" if arch else ARCH_ENV if os.environ.get(ARCH_ENV) else "the default"
-        raise ValueError(
-            f"{source}={value!r} is not a CUDA architecture this all-to-all supports; pass an nvcc -arch value "
-            f"like 'sm_90' (H100/H200), 'sm_80' (A100) or 'sm_100' (B200), at least sm_{MIN_ARCH}."
-        )
-    return value
 
 
 def find_nvcc() -> str:
@@ -61,23 +49,31 @@ def find_nvcc() -> str:
 
 
 def _sources(*names: str) -> list[str]:
-    paths = [CSRC / name for name in names]
+    paths = [sources_dir() / name for name in names]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
-        raise RuntimeError(f"CUDA sources not found: {missing}. Build from a source checkout of ltx-jax.")
+        raise RuntimeError(f"CUDA sources not found: {missing}. Reinstall ltx-jax; its package data holds them.")
     return [str(p) for p in paths]
 
 
-def _run(command: list[str], output: Path) -> Path:
+def _compile(command: list[str], output: Path) -> Path:
+    """Runs nvcc into a temporary file, then renames it to `output`.
+
+    The rename is atomic: a process loading the library never maps a half-written file, and one that
+    already mapped the old build keeps it.
+    """
     output.parent.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
+    result = subprocess.run([*command, "-o", str(partial)], capture_output=True, text=True, check=False)
     if result.returncode != 0:
+        partial.unlink(missing_ok=True)
         raise RuntimeError(f"nvcc failed (exit {result.returncode}):\n{' '.join(command)}\n{result.stderr[-4000:]}")
+    os.replace(partial, output)
     return output
 
 
-def library_command(nvcc: str, output: Path, arch: str | None = None) -> list[str]:
-    """The nvcc command line that builds the shared library into `output` (arch: see `resolve_arch`)."""
+def library_command(nvcc: str, arch: str | None = None) -> list[str]:
+    """The nvcc command line that builds the shared library, without `-o` (arch: see `resolve_arch`)."""
     return [
         nvcc,
         "-O3",
@@ -87,40 +83,41 @@ def library_command(nvcc: str, output: Path, arch: str | None = None) -> list[st
         "-Xcompiler=-fPIC,-Wall",
         "-isystem",
         jax.ffi.include_dir(),
-        f"-I{CSRC}",
+        f"-I{sources_dir()}",
         *_sources(*LIBRARY_SOURCES),
-        "-o",
-        str(output),
     ]
 
 
-def build(build_dir: Path = BUILD_DIR, *, nvcc: str | None = None, arch: str | None = None) -> Path:
-    """Compiles the library into `build_dir` and returns its path. Raises `RuntimeError` on failure.
+def build(build_dir: Path | None = None, *, nvcc: str | None = None, arch: str | None = None) -> Path:
+    """Compiles the library and returns its path. Raises `RuntimeError` on failure.
 
-    `arch` is nvcc's -arch; None takes `$LTX_JAX_CUDA_ARCH`, else sm_90.
+    Args:
+        build_dir: where to write it; None is the build cache folder that `load_library` looks in.
+        nvcc: the compiler; None finds one (`find_nvcc`).
+        arch: nvcc's -arch; None takes `$LTX_JAX_CUDA_ARCH`, else the first GPU's, else sm_90.
     """
-    output = Path(build_dir) / LIBRARY_NAME
-    return _run(library_command(nvcc or find_nvcc(), output, arch), output)
+    arch = resolve_arch(arch)
+    output = Path(build_dir or library_dir(arch)) / LIBRARY_NAME
+    return _compile(library_command(nvcc or find_nvcc(), arch), output)
 
 
-def build_harness(build_dir: Path = BUILD_DIR, *, nvcc: str | None = None, arch: str | None = None) -> Path:
-    """Compiles the virtual-rank harness (`all2all_harness [--blocks B] [--iters K] [n ...]`)."""
-    output = Path(build_dir) / HARNESS_NAME
-    sources = _sources(*HARNESS_SOURCES)
-    command = [nvcc or find_nvcc(), "-O3", "-std=c++17", f"-arch={resolve_arch(arch)}", "-lineinfo", f"-I{CSRC}"]
-    command += sources
-    return _run([*command, "-o", str(output)], output)
+def build_harness(build_dir: Path | None = None, *, nvcc: str | None = None, arch: str | None = None) -> Path:
+    """Compiles the virtual-rank harness (`all2all_harness [--blocks B] [--iters K] [n ...]`); arguments as `build`."""
+    arch = resolve_arch(arch)
+    output = Path(build_dir or library_dir(arch)) / HARNESS_NAME
+    command = [nvcc or find_nvcc(), "-O3", "-std=c++17", f"-arch={arch}", "-lineinfo", f"-I{sources_dir()}"]
+    return _compile([*command, *_sources(*HARNESS_SOURCES)], output)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--build-dir", type=Path, default=BUILD_DIR)
-    parser.add_argument("--arch", help=f"nvcc -arch, e.g. sm_80 (default: ${ARCH_ENV}, else {DEFAULT_ARCH})")
-    parser.add_argument("--harness", action="store_true", help="also build the virtual-rank harness")
-    args = parser.parse_args()
-    print(build(args.build_dir, arch=args.arch))  # noqa: T201
-    if args.harness:
-        print(build_harness(args.build_dir, arch=args.arch))  # noqa: T201
+    # Settings come from the environment, so the process that loads the library resolves the same folder.
+    if sys.argv[1:]:
+        raise SystemExit(
+            f"`{BUILD_COMMAND}` takes no arguments, got {sys.argv[1:]}. Set {ARCH_ENV} (e.g. sm_80) for another "
+            f"GPU and {CACHE_ENV} for another cache folder; in a source checkout, "
+            "`python benchmarks/build_ffi_harness.py` builds the virtual-rank harness."
+        )
+    print(build())  # noqa: T201
 
 
 if __name__ == "__main__":
