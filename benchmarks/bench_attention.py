@@ -16,7 +16,7 @@ Rows (bf16 unless noted, non-causal, scale 1/sqrt(D)):
   torch hands SDPA (the DiT stays token-major: head-major measured no faster). The note gives the
   largest difference from the token-major output.
 - "ring xla + lse", "ring cudnn + lse", "ring cudnn + lse + key lengths": the ring's block kernels
-  (`ltx_jax.parallel.blockwise`; the cuDNN one returns cuDNN's float32 softmax statistics).
+  (`ltx_jax.model.attention_backends`; the cuDNN one returns cuDNN's float32 softmax statistics).
 - "pallas mgpu [+ lse] (dtype)": the Mosaic GPU FlashAttention-3 kernel
   (`jax.experimental.pallas.ops.gpu.attention_mgpu`, no mask, no scale: q is pre-scaled; lse in log2
   units), best of a sweep of tile configs, tried with bf16 and with fp16 inputs.
@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from jax._src.cudnn import fused_attention_stablehlo as cudnn_fmha  # noqa: E402
 
-from ltx_jax.parallel.blockwise import attention_with_lse, cudnn_attention_with_lse  # noqa: E402
+from ltx_jax.model.attention_backends import attention_with_lse, cudnn_attention_with_lse  # noqa: E402
 
 PAD_KEYS = 7  # a key mask that hides the last few keys, as SP's padding does
 XLA_SCORES_LIMIT = 8e9  # bytes of float32 scores above which the XLA rows are skipped

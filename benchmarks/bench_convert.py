@@ -21,7 +21,6 @@ import numpy as np
 from flax import nnx
 
 import ltx_jax
-from ltx_jax.convert.checkpoint import abstract_model
 from ltx_jax.convert.safetensors_file import DTYPES
 from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys
 
@@ -31,7 +30,7 @@ GB = 1e9
 
 def write_synthetic(path: str, cfg: ltx_jax.LTXConfig) -> tuple[int, int]:
     """Streams a bf16 checkpoint of `cfg` to `path`; returns (file bytes, largest tensor bytes)."""
-    table = expected_keys(abstract_model(cfg, np.float32))
+    table = expected_keys(ltx_jax.LTXModel.abstract(cfg, np.float32))
     bf16 = DTYPES["BF16"]
     header, offset = {}, 0
     for key, (_, _, shape, _) in table.items():

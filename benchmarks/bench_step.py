@@ -37,7 +37,6 @@ from ltx_core.model.transformer.model import LTXModelType  # noqa: E402
 from ltx_core.model.transformer.rope import LTXRopeType  # noqa: E402
 
 import ltx_jax  # noqa: E402
-from ltx_jax.convert.checkpoint import abstract_model  # noqa: E402
 
 AUDIO_TOKENS, TEXT_TOKENS = 126, 1024
 # Versions of ltx_jax before the optimization pass (benchmarks/device/optimize_step.sh times several
@@ -145,7 +144,7 @@ def main() -> None:
     args = parser.parse_args()
     cfg = ltx_jax.LTXConfig.ltx2_3(num_layers=args.layers, av_ca_scale_shift_from_sigma=True)  # as ltx-core 1.0.0
     reference = torch_reference(cfg, args.device)
-    model = ltx_jax.load_state_dict(abstract_model(cfg, jnp.bfloat16), reference.state_dict())
+    model = ltx_jax.load_state_dict(ltx_jax.LTXModel.abstract(cfg, jnp.bfloat16), reference.state_dict())
     print(
         f"{jax.devices()[0].device_kind}; jax {jax.__version__}, torch {torch.__version__}; "
         f"{args.layers} blocks, bf16, {AUDIO_TOKENS} audio + {TEXT_TOKENS} text tokens"

@@ -27,7 +27,6 @@ import torch  # noqa: E402
 from flax import nnx  # noqa: E402
 
 import ltx_jax  # noqa: E402
-from ltx_jax.convert.checkpoint import abstract_model  # noqa: E402
 
 PROFILED_FORWARDS = 3
 # First match wins; attention before matmul because attention kernels also use the matrix units.
@@ -152,7 +151,7 @@ def main() -> None:
     args = parser.parse_args()
     cfg = ltx_jax.LTXConfig.ltx2_3(num_layers=args.layers, av_ca_scale_shift_from_sigma=True)
     reference = bench_step.torch_reference(cfg, args.device)
-    model = ltx_jax.load_state_dict(abstract_model(cfg, jax.numpy.bfloat16), reference.state_dict())
+    model = ltx_jax.load_state_dict(ltx_jax.LTXModel.abstract(cfg, jax.numpy.bfloat16), reference.state_dict())
     if args.no_torch:
         del reference
     print(f"{jax.devices()[0].device_kind}; jax {jax.__version__}, torch {torch.__version__}; {args.layers} blocks")

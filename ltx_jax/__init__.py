@@ -10,17 +10,21 @@ from ltx_jax.guidance.perturbations import (
     PerturbationConfig,
     PerturbationType,
 )
-from ltx_jax.model.attention import AttentionFn, AttentionOps
+from ltx_jax.model.attention import AttentionOps
+from ltx_jax.model.attention_backends import AttentionFn
 from ltx_jax.model.modality import Modality
 from ltx_jax.model.model import DIT_COMPILER_OPTIONS, LTXModel, to_denoised
+from ltx_jax.pipeline.ltx_pipeline import GeneratedVideo, LTXPipeline
 
 __all__ = [
     "AttentionFn",
     "AttentionOps",
     "BatchedPerturbationConfig",
     "DIT_COMPILER_OPTIONS",
+    "GeneratedVideo",
     "LTXConfig",
     "LTXModel",
+    "LTXPipeline",
     "Modality",
     "Perturbation",
     "PerturbationConfig",

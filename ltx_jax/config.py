@@ -7,13 +7,10 @@ Source: `ltx_core/model/transformer/model.py` (`LTXModel.__init__`) and
 from __future__ import annotations
 
 import dataclasses
-import logging
 from typing import Any, Literal, get_args
 
 ModelType = Literal["video", "audio", "av"]
 RopeType = Literal["split", "interleaved"]
-
-logger = logging.getLogger(__name__)
 
 # Values that ltx-core's configurator asserts on every checkpoint: the architecture we implement.
 _REQUIRED_METADATA_VALUES: dict[str, Any] = {

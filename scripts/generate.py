@@ -1,57 +1,90 @@
 """Generate a video with audio from LTX-2, the DiT split over a device mesh.
 
     python scripts/generate.py --mesh 8                   # embedded tiny random-weight model, no download
-    python scripts/generate.py --mesh 8 --checkpoint-path ltx-2.3-22b-dev.safetensors \\
-        --prompt-embeddings prompt.npz --pipeline two-stage --spatial-upsampler-path upsampler.safetensors \\
-        --distilled-lora distilled-lora.safetensors --height 1024 --width 1536 --output-path out.mp4
+    python scripts/generate.py --mesh 8 --checkpoint-path ltx-2.3-22b-dev.safetensors --gemma-root gemma-3-12b-it \\
+        --pipeline two-stage --spatial-upsampler-path upsampler.safetensors \\
+        --distilled-lora distilled-lora.safetensors --output-path out.mp4
 
-Flags are named like ltx-pipelines'. Without a GPU the mesh is made of simulated CPU devices.
+Flags are named like ltx-pipelines'; an unset generation flag takes the pipeline's default (the
+reference's for a checkpoint). Without a GPU the mesh is made of simulated CPU devices. This script
+parses the flags into ltx_jax's typed options and calls `ltx_jax.LTXPipeline`.
 """
 
+from __future__ import annotations
+
 import argparse
+import dataclasses
+import hashlib
+import json
 import os
 import socket
 import sys
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any, get_args
 
 from device_setup import simulate_cpu_devices_if_needed
 
-NEGATIVE_PROMPT = "blurry, out of focus, overexposed, underexposed, low contrast, distorted, artifacts"
+# Imported before JAX's backends start: none of these modules touches a device at import.
+from ltx_jax.convert.dit_tensors import PARAM_DTYPES, Lora
+from ltx_jax.parallel.exchange import ExchangeBackend
+from ltx_jax.parallel.strategies import Strategy
+from ltx_jax.pipeline import FLOWS, GenerationSettings, Guidance, ImageCondition
+from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS, checkpoint_defaults, reference_guidance
+
+DEFAULT_PROMPT = "A red fox trots through fresh snow at dawn, birds singing."
+_REFERENCE = reference_guidance(28).video
+GUIDANCE_FLAGS = {  # MultiModalGuiderParams field -> (flag suffix, help)
+    "cfg_scale": ("cfg-guidance-scale", "CFG scale"),
+    "stg_scale": ("stg-guidance-scale", f"STG scale (reference: {_REFERENCE.stg_scale})"),
+    "stg_blocks": ("stg-blocks", "STG blocks (reference: 28 on 2.3, 29 on 2.0)"),
+    "rescale_scale": ("rescale-scale", f"rescale (reference: {_REFERENCE.rescale_scale})"),
+    "skip_step": ("skip-step", "reuse x0 on k of k+1 steps (reference: 0)"),
+}
+CROSS_MODALITY = {"video": "a2v", "audio": "v2a"}  # the modality-guidance flag of each stream
+CHECKPOINT_ONLY = ("gemma_root", "prompt_cache_dir", "spatial_upsampler_path", "distilled_lora", "lora")
+CHECKPOINT_ONLY += ("shard_weights", "dtype")
 
 
-def guidance_flags(parser: argparse.ArgumentParser, modality: str, cfg: float, cross: str) -> None:
-    group = parser.add_argument_group(f"{modality} guidance (reference defaults)")
-    group.add_argument(f"--{modality}-cfg-guidance-scale", type=float, default=cfg, help=f"CFG scale (default {cfg})")
-    group.add_argument(f"--{modality}-stg-guidance-scale", type=float, default=1.0, help="STG scale (default 1.0)")
+def guidance_flags(parser: argparse.ArgumentParser, modality: str) -> None:
+    group = parser.add_argument_group(f"{modality} guidance (unset: the pipeline's default)")
+    reference = reference_guidance(28)
+    cfg = getattr(reference, modality).cfg_scale
+    for field, (suffix, text) in GUIDANCE_FLAGS.items():
+        kind = {"stg_blocks": int, "skip_step": int}.get(field, float)
+        extra = {"nargs": "*"} if field == "stg_blocks" else {}
+        text = f"CFG scale (reference: {cfg})" if field == "cfg_scale" else text
+        group.add_argument(f"--{modality}-{suffix}", dest=f"{modality}.{field}", type=kind, help=text, **extra)
+    cross = CROSS_MODALITY[modality]
     group.add_argument(
-        f"--{modality}-stg-blocks", type=int, nargs="*", default=None, help="STG blocks (default: 28 on 2.3, 29 on 2.0)"
+        f"--{cross}-guidance-scale",
+        dest=f"{modality}.modality_scale",
+        type=float,
+        help=f"modality guidance (reference: {_REFERENCE.modality_scale})",
     )
-    group.add_argument(f"--{modality}-rescale-scale", type=float, default=0.7, help="rescale (default 0.7)")
-    group.add_argument(f"--{cross}-guidance-scale", type=float, default=3.0, help="modality guidance (default 3.0)")
-    group.add_argument(f"--{modality}-skip-step", type=int, default=0, help="reuse x0 on k of k+1 steps (default 0)")
+
+
+def size_help(name: str, unit: str) -> str:
+    one, two = checkpoint_defaults(True, "one-stage"), checkpoint_defaults(True, "two-stage")
+    return (
+        f"{unit} (default: {getattr(one, name)} one-stage, {getattr(two, name)} two-stage; "
+        f"embedded {getattr(EMBEDDED_DEFAULTS, name)})"
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     run = parser.add_argument_group("run")
     run.add_argument("--mesh", type=int, default=1, help="devices on the sequence-parallel axis (default 1)")
-    run.add_argument("--backend", choices=["all_to_all", "ffi"], default="all_to_all", help="head exchange")
-    run.add_argument(
-        "--strategy", choices=["ulysses", "allgather_kv", "ring", "usp"], default="ulysses", help="context parallelism"
-    )
-    run.add_argument("--ulysses-degree", type=int, default=8, help="with --strategy usp: devices per Ulysses group")
+    run.add_argument("--backend", choices=get_args(ExchangeBackend), default="all_to_all", help="head exchange")
+    run.add_argument("--strategy", choices=get_args(Strategy), default="ulysses", help="context parallelism")
+    run.add_argument("--ulysses-degree", type=int, help="with --strategy usp: devices per Ulysses group")
     run.add_argument("--cpu", action="store_true", help="simulated CPU devices even if a GPU is present")
     run.add_argument("--max-batch-size", type=int, default=None, help="guidance passes per forward (default: all)")
     run.add_argument("--output-path", type=Path, default=Path("output.mp4"), help="mp4 to write (default output.mp4)")
     run.add_argument("--save-latents", type=Path, help="also write the final video/audio latents to this .npz")
-    run.add_argument(
-        "--dtype",
-        choices=["bfloat16", "float32"],
-        default="bfloat16",
-        help="weights dtype with --checkpoint-path (the embedded default is float32)",
-    )
+    run.add_argument("--dtype", choices=list(PARAM_DTYPES), help="weights with --checkpoint-path (default bfloat16)")
     cluster = parser.add_argument_group("several processes (jax.distributed; auto-detected under SLURM / Open MPI)")
     cluster.add_argument("--coordinator-address", help="HOST:PORT of process 0's coordinator")
     cluster.add_argument("--num-processes", type=int, help="processes in the job")
@@ -60,33 +93,211 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     models = parser.add_argument_group("models (none given: the embedded tiny random-weight default)")
     models.add_argument("--checkpoint-path", type=Path, help="an official LTX-2 .safetensors (DiT, VAEs, vocoder)")
     models.add_argument("--gemma-root", type=Path, help="Gemma 3 directory (weights + tokenizer) to encode --prompt")
-    models.add_argument(
-        "--prompt-cache-dir", type=Path, help="cache prompt embeddings here (keyed by prompt + weights)"
-    )
+    models.add_argument("--prompt-cache-dir", type=Path, help="cache prompt contexts here (keyed by prompt + weights)")
     models.add_argument("--prompt-embeddings", type=Path, help=".npz with video/audio[/negative_video/negative_audio]")
     models.add_argument("--spatial-upsampler-path", type=Path, help="2x latent upsampler .safetensors")
     models.add_argument("--distilled-lora", nargs="+", metavar=("PATH", "STRENGTH"), help="stage-2 LoRA [strength]")
+    models.add_argument(
+        "--lora", nargs="+", action="append", metavar=("PATH", "STRENGTH"), help="a LoRA for every stage (repeatable)"
+    )
     models.add_argument(
         "--shard-weights",
         action="store_true",
         help="split the DiT's weights over the mesh (FSDP: a process reads only its slices), not a copy per device",
     )
-    gen = parser.add_argument_group("generation")
-    gen.add_argument("--pipeline", choices=["one-stage", "two-stage", "distilled"], default="one-stage")
-    gen.add_argument("--prompt", default="A red fox trots through fresh snow at dawn, birds singing.")
-    gen.add_argument("--negative-prompt", default=NEGATIVE_PROMPT)
-    gen.add_argument("--height", type=int, help="pixels (default 512; embedded 128)")
-    gen.add_argument("--width", type=int, help="pixels (default 768; embedded 192)")
-    gen.add_argument("--num-frames", type=int, help="8k+1 frames (default 121; embedded 25)")
-    gen.add_argument("--frame-rate", type=float, default=24.0, help="fps (default 24)")
+    gen = parser.add_argument_group("generation (unset: the pipeline's default)")
+    gen.add_argument("--pipeline", choices=FLOWS, default="one-stage")
+    gen.add_argument("--prompt", default=DEFAULT_PROMPT)
+    gen.add_argument("--negative-prompt", help="default: the reference's")
+    gen.add_argument("--height", type=int, help=size_help("height", "pixels"))
+    gen.add_argument("--width", type=int, help=size_help("width", "pixels"))
+    gen.add_argument("--num-frames", type=int, help=size_help("num_frames", "8k+1 frames"))
+    gen.add_argument("--frame-rate", type=float, help="fps (default 24)")
     gen.add_argument("--num-inference-steps", type=int, help="steps (default 30 on 2.3, 40 on 2.0; embedded 8)")
-    gen.add_argument("--seed", type=int, default=10, help="random seed (default 10)")
+    gen.add_argument("--seed", type=int, help="random seed (default 10)")
     gen.add_argument(
         "--image", nargs=3, action="append", default=[], metavar=("PATH", "FRAME_IDX", "STRENGTH"), help="condition"
     )
-    guidance_flags(parser, "video", 3.0, "a2v")
-    guidance_flags(parser, "audio", 7.0, "v2a")
+    guidance_flags(parser, "video")
+    guidance_flags(parser, "audio")
     return parser.parse_args(argv)
+
+
+def lora_of(flag: str, values: list[str]) -> Lora:
+    """`PATH [STRENGTH]` of `flag` as a `Lora`; raises `ValueError` naming the flag."""
+    if len(values) > 2:
+        raise ValueError(f"{flag} takes PATH [STRENGTH], got {len(values)} values: {values}.")
+    try:
+        return Lora(values[0], float(values[1]) if len(values) == 2 else 1.0)
+    except ValueError:
+        raise ValueError(f"{flag} {values[0]} {values[1]}: the strength must be a number, e.g. 0.8.") from None
+
+
+def guidance_of(args: argparse.Namespace, defaults: Guidance) -> Guidance | None:
+    """The guidance flags given, over the pipeline's defaults; None when none is given."""
+    streams = {}
+    for modality in ("video", "audio"):
+        fields = [*GUIDANCE_FLAGS, "modality_scale"]
+        given = {f: getattr(args, f"{modality}.{f}") for f in fields if getattr(args, f"{modality}.{f}") is not None}
+        streams[modality] = dataclasses.replace(getattr(defaults, modality), **given) if given else None
+    if not any(streams.values()):
+        return None
+    return Guidance(*(streams[m] or getattr(defaults, m) for m in ("video", "audio")))
+
+
+def images_of(args: argparse.Namespace) -> tuple[ImageCondition, ...]:
+    images = []
+    for path, frame, strength in args.image:
+        try:
+            images.append(ImageCondition(path, int(frame), float(strength)))
+        except ValueError:
+            raise ValueError(
+                f"--image {path} {frame} {strength}: FRAME_IDX must be an integer and STRENGTH a number."
+            ) from None
+    return tuple(images)
+
+
+def checkpoint_files(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a CheckpointFiles, or None
+    """The model files and their options, or None for the embedded default (which takes none of them)."""
+    from ltx_jax.pipeline.model_ledger import CheckpointFiles  # noqa: PLC0415
+
+    if args.checkpoint_path is None:
+        given = [f"--{name.replace('_', '-')}" for name in CHECKPOINT_ONLY if getattr(args, name)]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} apply to --checkpoint-path runs; the embedded default builds its own tiny "
+                "float32 models. Add --checkpoint-path, or drop them."
+            )
+        return None
+    return CheckpointFiles(
+        args.checkpoint_path,
+        gemma_root=args.gemma_root,
+        spatial_upsampler_path=args.spatial_upsampler_path,
+        distilled_lora=None if args.distilled_lora is None else lora_of("--distilled-lora", args.distilled_lora),
+        loras=tuple(lora_of("--lora", values) for values in args.lora or ()),
+        prompt_cache_dir=args.prompt_cache_dir,
+        dtype=args.dtype or "bfloat16",
+        shard_weights=args.shard_weights,
+    )
+
+
+def load_prompt_embeddings(path: Path) -> tuple[Any, Any]:
+    """An .npz with `video` and/or `audio` (1, S, D) and optionally `negative_video`/`negative_audio`."""
+    import numpy as np  # noqa: PLC0415
+
+    from ltx_jax.pipeline import PromptEmbeddings  # noqa: PLC0415
+
+    if not path.is_file():
+        raise FileNotFoundError(f"--prompt-embeddings {path} does not exist.")
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    unknown = set(arrays) - {"video", "audio", "negative_video", "negative_audio"}
+    if unknown or not ({"video", "audio"} & set(arrays)):
+        raise ValueError(
+            f"--prompt-embeddings {path} holds {sorted(arrays)}; expected 'video' and/or 'audio' (1, S, D) "
+            "arrays, optionally 'negative_video' and 'negative_audio'."
+        )
+    prompt = PromptEmbeddings(arrays.get("video"), arrays.get("audio"))
+    has_negative = "negative_video" in arrays or "negative_audio" in arrays
+    negative = PromptEmbeddings(arrays.get("negative_video"), arrays.get("negative_audio")) if has_negative else None
+    return prompt, negative
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Checks every flag, builds the pipeline, generates, writes the mp4 (process 0); returns the summary."""
+    import jax  # noqa: PLC0415
+
+    from ltx_jax import LTXPipeline  # noqa: PLC0415
+    from ltx_jax.parallel import make_mesh  # noqa: PLC0415
+    from ltx_jax.pipeline import RuntimeOptions  # noqa: PLC0415
+
+    check_same_arguments(args)
+    for flag, path in (("--output-path", args.output_path), ("--save-latents", args.save_latents)):
+        if path is not None and path.is_dir():
+            raise IsADirectoryError(f"{flag} {path} is a directory; give the file to write, e.g. {path / 'out'}.")
+    files = checkpoint_files(args)
+    if files is not None:
+        files.check(args.pipeline)
+    defaults = EMBEDDED_DEFAULTS if files is None else files.defaults(args.pipeline)
+    settings = GenerationSettings(
+        args.height, args.width, args.num_frames, args.frame_rate, args.num_inference_steps, args.seed,
+        images_of(args), guidance_of(args, defaults.guidance),
+    )  # fmt: skip
+    settings.resolve(defaults, args.pipeline)  # every generation argument checked before anything is built
+    prompt, negative = (args.prompt, args.negative_prompt)
+    if args.prompt_embeddings is not None:
+        prompt, negative = load_prompt_embeddings(args.prompt_embeddings)
+    if args.strategy == "usp" and args.ulysses_degree is None:
+        raise ValueError("--strategy usp needs --ulysses-degree U (devices per Ulysses group, dividing --mesh).")
+    mesh = make_mesh(args.mesh, ulysses=args.ulysses_degree if args.strategy == "usp" else None)
+    runtime = RuntimeOptions(args.strategy, args.backend, args.max_batch_size)
+    start = time.perf_counter()
+    if files is None:
+        parallel = {"strategy": args.strategy, "backend": args.backend, "max_batch_size": args.max_batch_size}
+        pipe = LTXPipeline.embedded(flow=args.pipeline, mesh=mesh, **parallel)
+    else:
+        pipe = LTXPipeline.from_files(files, flow=args.pipeline, mesh=mesh, runtime=runtime)
+    load_s = time.perf_counter() - start
+    out = pipe.generate(prompt, settings, negative_prompt=negative)
+    if jax.process_index() == 0:  # only process 0 decodes and writes
+        args.output_path.parent.mkdir(parents=True, exist_ok=True)
+        out.save(args.output_path)
+        if args.save_latents is not None:
+            save_latents(args.save_latents, out)
+    return {"weights": pipe.description, "pipeline": args.pipeline, "mesh": describe_mesh(mesh, runtime),
+            "load_s": load_s, "output": out, "path": args.output_path}  # fmt: skip
+
+
+def save_latents(path: Path, out: Any) -> None:  # noqa: ANN401 - a GeneratedVideo
+    import numpy as np  # noqa: PLC0415
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    latents = {"video": out.video_latent, "audio": out.audio_latent}
+    np.savez(path, **{name: np.asarray(v, np.float32) for name, v in latents.items() if v is not None})
+
+
+def describe_mesh(mesh: Any, runtime: Any) -> str:  # noqa: ANN401
+    return f"{mesh.size} x {mesh.devices.flat[0].device_kind} ({runtime.strategy}, {runtime.backend})"
+
+
+def format_summary(info: dict[str, Any]) -> str:
+    out = info["output"]
+    s = out.settings
+    lines = [f"{key:>10}: {info[key]}" for key in ("weights", "pipeline", "mesh")]
+    lines.append(f"{'video':>10}: {s.width}x{s.height}, {s.num_frames} frames at {s.frame_rate:g} fps")
+    audio = "none" if out.audio is None else f"{out.audio.shape[0] / out.sample_rate:.2f} s at {out.sample_rate} Hz"
+    lines.append(f"{'audio':>10}: {audio if out.video is not None else '(decoded by process 0)'}")
+    lines.append(f"{'steps':>10}: {s.num_inference_steps}")
+    for tokens, stats in out.forwards.items():
+        label = "audio only" if tokens is None else f"{tokens} video tokens"
+        lines.append(f"{'DiT':>10}: {label}: {stats.forwards} forwards, {stats.median_s * 1e3:.1f} ms each (median)")
+    phases = ", ".join(f"{phase.replace('_', ' ')} {t:.1f} s" for phase, t in out.timings.items())
+    lines.append(f"{'time':>10}: loading {info['load_s']:.1f} s, {phases}, total {info.get('total_s', 0.0):.1f} s")
+    written = info["path"] if out.video is not None else "(written by process 0)"
+    lines.append(f"{'output':>10}: {written}")
+    return "\n".join(lines)
+
+
+def check_same_arguments(args: argparse.Namespace) -> None:
+    """In a multi-process run every process must be given the same generation arguments."""
+    import jax  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    if jax.process_count() == 1:
+        return
+    from jax.experimental import multihost_utils  # noqa: PLC0415
+
+    # Only process 0 writes, so the output paths may differ; everything that shapes the result may not.
+    local = ("process_id", "output_path", "save_latents")
+    relevant = {k: str(v) for k, v in sorted(vars(args).items()) if k not in local}
+    digest = np.frombuffer(hashlib.sha256(json.dumps(relevant).encode()).digest()[:8], np.int32)
+    try:
+        multihost_utils.assert_equal(digest)
+    except AssertionError:
+        raise ValueError(
+            "the processes were given different generation arguments: start every process with the same flags "
+            "(only --process-id and the output paths may differ)."
+        ) from None
 
 
 def cluster_size(args: argparse.Namespace) -> int:
@@ -146,21 +357,18 @@ def main(argv: list[str] | None = None) -> None:
             f"error: --mesh {args.mesh} must be a multiple of the {processes} processes (each brings its devices)."
         )
     cpu = simulate_cpu_devices_if_needed(args.mesh // processes, args.cpu)  # before JAX initializes its backends
-    import jax  # noqa: PLC0415 - imported after the device setup
-
-    from ltx_jax.pipeline import generate_cli  # noqa: PLC0415
+    import jax  # noqa: PLC0415 - its backends start after the device setup
 
     if processes > 1 or args.coordinator_address:
         join_cluster(jax, args, cpu)
-
     start = time.perf_counter()
     print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})")
     try:
-        info = generate_cli.run(args)
-    except (ValueError, FileNotFoundError) as error:
+        info = run(args)
+    except (ValueError, TypeError, FileNotFoundError, IsADirectoryError) as error:
         sys.exit(f"error: {error}")
     info["total_s"] = time.perf_counter() - start
-    print(generate_cli.format_summary(info))
+    print(format_summary(info))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """scripts/generate.py end to end on the embedded default (8 simulated CPU devices): a playable mp4
-with audio, every flow, image conditioning, and the same latents on one device and on the mesh."""
+with audio, every flow, image conditioning, checkpoint files, and the same latents on one device and
+on the mesh."""
 
-import dataclasses
 import json
 import logging
 import pathlib
@@ -17,14 +17,26 @@ from flax import nnx
 from PIL import Image
 
 import ltx_jax
+from ltx_jax.convert.dit_tensors import Lora
 from ltx_jax.convert.state_dict import expected_keys
 from ltx_jax.model.upsampler import LatentUpsamplerConfigurator
-from ltx_jax.parallel import SequenceParallel, make_mesh
-from ltx_jax.pipeline import components, embedded, generate_cli, pipelines
+from ltx_jax.parallel import make_mesh
+from ltx_jax.pipeline import (
+    DEFAULT_NEGATIVE_PROMPT,
+    CheckpointFiles,
+    ImageCondition,
+    LTXPipeline,
+    components,
+    embedded,
+    model_ledger,
+    pipelines,
+)
 
 ROOT = pathlib.Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import generate  # noqa: E402 - scripts/generate.py: its parser, without running it
+
+ltx_pipeline_module = sys.modules["ltx_jax.pipeline.ltx_pipeline"]
 
 SP_TOLERANCE = 1e-5  # DESIGN.md: SP equals the single-device model in float32
 
@@ -58,30 +70,26 @@ def test_two_stage_flows_run_on_the_mesh(tmp_path, flow):
         ["--mesh", "8", "--pipeline", flow, "--height", "128", "--width", "128", "--num-frames", "9", *steps,
          "--output-path", str(out)]
     )  # fmt: skip
-    info = generate_cli.run(args)
+    info = generate.run(args)
     assert probe(out)[:3] == (9, (128, 128), 24.0)
     # stage 1 at half resolution (2 x 2 latents x 2 frames), stage 2 at full (4 x 4 x 2)
-    assert set(info["forwards"]) == {8, 32}
+    assert set(info["output"].forwards) == {8, 32}
 
 
-def embedded_assembly(flow="one-stage", image=None):
-    argv = ["--mesh", "8", "--pipeline", flow, *(["--image", str(image), "0", "1.0"] if image else [])]
-    args = generate.parse_args(argv)
-    return args, components.build(args, make_mesh(8))
-
-
-def request(assembly, **changes):
-    prompt = assembly.encode_prompt("a fox")
-    base = pipelines.Request(prompt=prompt, height=128, width=192, num_frames=9, frame_rate=24.0, seed=1)
-    return dataclasses.replace(base, num_inference_steps=3, **changes)
+SMALL = {"height": 128, "width": 192, "num_frames": 9, "num_inference_steps": 3, "seed": 1}
 
 
 def test_single_device_and_mesh_give_the_same_latents():
-    _, assembly = embedded_assembly()
-    single = pipelines.generate(assembly.components, request(assembly), "one-stage")
-    on_mesh = dataclasses.replace(assembly.components, transformer=SequenceParallel(assembly.model, make_mesh(8)))
-    sharded = pipelines.generate(on_mesh, request(assembly), "one-stage")
-    for ours, reference in zip(sharded, single, strict=True):
+    """The pipeline on 8 devices against the flow run with the plain model on one device."""
+    out = LTXPipeline.embedded(mesh=make_mesh(8))("a fox", **SMALL)
+    models = embedded.embedded_models("one-stage")
+    prompt, negative = components.encode_texts(models.prompt_encoder, ["a fox", DEFAULT_NEGATIVE_PROMPT])
+    request = pipelines.Request(
+        prompt=prompt, negative=negative, guidance=models.defaults.guidance, frame_rate=24.0,
+        **{k: v for k, v in SMALL.items()},
+    )  # fmt: skip
+    single = pipelines.generate(models.components, request, "one-stage")
+    for ours, reference in zip((out.video_latent, out.audio_latent), single, strict=True):
         error = float(np.abs(np.asarray(ours) - np.asarray(reference)).max() / np.abs(np.asarray(reference)).max())
         assert error <= SP_TOLERANCE
 
@@ -89,47 +97,64 @@ def test_single_device_and_mesh_give_the_same_latents():
 def test_image_at_frame_zero_is_kept_at_strength_one(tmp_path):
     path = tmp_path / "image.png"
     Image.fromarray((np.random.default_rng(0).random((100, 150, 3)) * 255).astype(np.uint8)).save(path)
-    _, assembly = embedded_assembly(image=path)
-    condition = pipelines.ImageCondition(path, frame_idx=0, strength=1.0)
-    video, _ = pipelines.generate(assembly.components, request(assembly, images=(condition,)), "one-stage")
-    encoded = assembly.components.encode_image(path, 128, 192)
+    out = LTXPipeline.embedded(mesh=make_mesh(8))("a fox", images=[ImageCondition(path, 0, 1.0)], **SMALL)
+    encoded = embedded.embedded_models("one-stage").components.encode_image(path, 128, 192)
     assert encoded.shape == (1, 16, 1, 4, 6)
-    np.testing.assert_array_equal(np.asarray(video)[:, :, :1], np.asarray(encoded))
-    assert float(np.abs(np.asarray(video)[:, :, 1:]).max()) > 0.1  # the other frames were generated
+    np.testing.assert_array_equal(np.asarray(out.video_latent)[:, :, :1], np.asarray(encoded))
+    assert float(np.abs(np.asarray(out.video_latent)[:, :, 1:]).max()) > 0.1  # the other frames were generated
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--mesh", "16"], "mesh"),
+        (["--mesh", "0"], "n must be a positive integer"),
         (["--mesh", "3"], "divisible by the mesh size"),
         (["--num-frames", "24"], r"8k\+1"),
         (["--height", "100"], "multiple of 32"),
+        (["--height", "0"], "height=0 must be a positive multiple of 32"),
+        (["--frame-rate", "nan"], "frame_rate must be a finite number"),
+        (["--num-inference-steps", "1"], "at least 2"),
         (["--pipeline", "two-stage", "--height", "96"], "multiple of 64"),
         (["--image", "missing.png", "0", "1.0"], "does not exist"),
+        (["--image", "missing.png", "0", "x"], "STRENGTH a number"),
         (["--gemma-root", "gemma"], "apply to --checkpoint-path runs"),
-        (["--pipeline", "distilled", "--num-inference-steps", "4"], "drop --distilled-lora and --num-inference-steps"),
-        (["--checkpoint-path", "missing.safetensors"], "must be an official LTX-2 .safetensors file"),
+        (["--dtype", "float32"], "apply to --checkpoint-path runs"),
+        (["--pipeline", "distilled", "--num-inference-steps", "4"], "distilled flow runs fixed sigmas"),
+        (["--pipeline", "distilled", "--video-cfg-guidance-scale", "2"], "distilled flow runs fixed sigmas"),
+        (["--checkpoint-path", "missing.safetensors"], "must be an existing .safetensors file"),
+        (["--strategy", "usp"], "needs --ulysses-degree"),
+        (["--max-batch-size", "0"], "max_batch_size must be a positive integer"),
+        (["--backend", "ffi"], "backend='ffi' is a CUDA kernel"),
     ],
 )
 def test_bad_arguments_fail_before_anything_is_built(tmp_path, monkeypatch, argv, message):
-    def no_build(*_):
-        raise AssertionError("components were built before the arguments were checked")
+    def no_build(*_, **__):
+        raise AssertionError("models were built before the arguments were checked")
 
-    monkeypatch.setattr(components, "build", no_build)
+    monkeypatch.setattr(embedded, "embedded_models", no_build)
+    monkeypatch.setattr(model_ledger, "load_models", no_build)
+    monkeypatch.setattr(ltx_pipeline_module, "embedded_models", no_build)
+    monkeypatch.setattr(ltx_pipeline_module, "load_models", no_build)
     args = generate.parse_args([*argv, "--output-path", str(tmp_path / "x.mp4")])
-    with pytest.raises((ValueError, FileNotFoundError), match=message):
-        generate_cli.run(args)
+    with pytest.raises((ValueError, TypeError, FileNotFoundError), match=message):
+        generate.run(args)
     assert not (tmp_path / "x.mp4").exists()
     assert jax.device_count() == 8
 
 
+def test_an_output_path_that_is_a_directory_is_refused_before_anything_runs(tmp_path):
+    for flag in ("--output-path", "--save-latents"):
+        with pytest.raises(IsADirectoryError, match=f"{flag} {tmp_path} is a directory"):
+            generate.run(generate.parse_args([flag, str(tmp_path), "--height", "0"]))  # checked before the sizes
+
+
 def test_prompt_embeddings_file_problems_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="--prompt-embeddings .* does not exist"):
-        generate_cli.load_prompt_embeddings(tmp_path / "missing.npz")
+        generate.load_prompt_embeddings(tmp_path / "missing.npz")
     np.savez(tmp_path / "odd.npz", text=np.zeros(3))
     with pytest.raises(ValueError, match="expected 'video' and/or 'audio'"):
-        generate_cli.load_prompt_embeddings(tmp_path / "odd.npz")
+        generate.load_prompt_embeddings(tmp_path / "odd.npz")
 
 
 def exported(module, prefix, statistics_prefix=None):
@@ -157,8 +182,8 @@ def write_tiny_checkpoint(tmp_path, seed=10):
     }
     checkpoint = tmp_path / "tiny.safetensors"
     safetensors.numpy.save_file(tensors, checkpoint, metadata={"config": json.dumps(config)})
-    encode = embedded.embedded_prompt_encoder(config, seed)
-    prompt, negative = encode(generate.parse_args([]).prompt), encode(generate.parse_args([]).negative_prompt)
+    encoder = embedded.embedded_prompt_encoder(config, seed)
+    prompt, negative = components.encode_texts(encoder, [generate.DEFAULT_PROMPT, DEFAULT_NEGATIVE_PROMPT])
     embeddings = tmp_path / "prompt.npz"
     np.savez(embeddings, video=prompt.video, audio=prompt.audio, negative_video=negative.video,
              negative_audio=negative.audio)  # fmt: skip
@@ -183,7 +208,7 @@ def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path, caplo
                                     str(latents)])  # fmt: skip
         with caplog.at_level(logging.INFO, logger="ltx_jax.parallel.sequence_parallel"):
             caplog.clear()
-            generate_cli.run(args)
+            generate.run(args)
         placement = [r.getMessage() for r in caplog.records if r.getMessage().startswith("SequenceParallel")]
         assert placement, "SequenceParallel did not log its placement"
         assert ("sharded weights" in placement[0]) == (name == "sharded"), placement[0]
@@ -216,13 +241,15 @@ def test_two_stage_from_files_with_upsampler_and_distilled_lora(tmp_path):
          "--dtype", "float32", "--spatial-upsampler-path", str(upsampler_file), "--distilled-lora",
          str(tmp_path / "lora.safetensors"), "0.5", "--output-path", str(out)]
     )  # fmt: skip
-    assembly = components.build(args, make_mesh(8))
-    stage_1 = np.asarray(assembly.model.transformer_blocks[0].attn1.to_q.kernel[...])
-    stage_2 = np.asarray(assembly.stage_2_model.transformer_blocks[0].attn1.to_q.kernel[...])
+    files = CheckpointFiles(checkpoint, spatial_upsampler_path=upsampler_file, dtype="float32",
+                            distilled_lora=Lora(str(tmp_path / "lora.safetensors"), 0.5))  # fmt: skip
+    parts = model_ledger.load_models(files, "two-stage", make_mesh(8)).components
+    stage_1 = np.asarray(parts.transformer.transformer_blocks[0].attn1.to_q.kernel[...])
+    stage_2 = np.asarray(parts.stage_2_transformer.transformer_blocks[0].attn1.to_q.kernel[...])
     assert float(np.abs(stage_2 - stage_1).max()) > 0.1  # the LoRA is fused into stage 2 only
-    info = generate_cli.run(args)
+    info = generate.run(args)
     assert probe(out)[:3] == (9, (128, 128), 24.0)
-    assert set(info["forwards"]) == {8, 32}
+    assert set(info["output"].forwards) == {8, 32}
 
 
 def test_context_parallel_strategies_generate_the_same_latents(tmp_path):
@@ -232,7 +259,7 @@ def test_context_parallel_strategies_generate_the_same_latents(tmp_path):
     for strategy in ("ulysses", "ring", "usp"):
         path = tmp_path / f"{strategy}.npz"
         argv = [*small, "--strategy", strategy, "--ulysses-degree", "4", "--save-latents", str(path)]
-        generate_cli.run(generate.parse_args([*argv, "--output-path", str(tmp_path / f"{strategy}.mp4")]))
+        generate.run(generate.parse_args([*argv, "--output-path", str(tmp_path / f"{strategy}.mp4")]))
         latents[strategy] = np.load(path)
     for strategy in ("ring", "usp"):
         for stream in ("video", "audio"):

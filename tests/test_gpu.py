@@ -16,7 +16,12 @@ from gpu_case import SP_CFG
 from ltx_core_twin import default_inputs, relative_error, run_jax, run_torch, torch_model
 
 import ltx_jax
-from ltx_jax.model.attention import cudnn_attention, xla_attention
+from ltx_jax.model.attention_backends import (
+    attention_with_lse,
+    cudnn_attention,
+    cudnn_attention_with_lse,
+    xla_attention,
+)
 
 pytestmark = pytest.mark.gpu
 BF16_TOLERANCE = 2e-2  # DESIGN.md: the bf16 model against the float32 reference
@@ -174,8 +179,6 @@ def block_case(b, tq, tk, heads, d, lengths, bias_kind, seed=0):
 def test_cudnn_block_attention_matches_xla(b, tq, tk, heads, d, lengths, bias_kind):
     """The ring's cuDNN block kernel (flash attention + softmax statistics) against the XLA block
     kernel on the same bf16 inputs (float32 scores and softmax): output, natural-log lse, empty blocks."""
-    from ltx_jax.parallel.blockwise import attention_with_lse, cudnn_attention_with_lse
-
     q, k, v, key_lengths, bias = block_case(b, tq, tk, heads, d, lengths, bias_kind)
     out, lse = jax.jit(cudnn_attention_with_lse)(q, k, v, bias=bias, key_lengths=key_lengths)
     ref_out, ref_lse = jax.jit(attention_with_lse)(q, k, v, bias=bias, key_lengths=key_lengths)
@@ -210,9 +213,7 @@ def test_ring_cudnn_on_all_gpus_equals_one_gpu(strategy, tokens, mask):
     mesh = ltx_jax.parallel.make_mesh(n, ulysses=1 if strategy == "usp" else None)
     sp = ltx_jax.parallel.SequenceParallel(model, mesh, strategy=strategy)
     assert sp.ring_kernel == "auto"
-    compiled = sp._sharded.lower(
-        sp._state, sp._place(video), sp._place(audio), perturbations=ltx_jax.BatchedPerturbationConfig.empty(2)
-    ).compile()
+    compiled = sp.lower(video, audio).compile()
     assert "__cudnn$fmha" in compiled.as_text()
     for s, r in zip(sp(video, audio), single, strict=True):
         assert s.dtype == jnp.bfloat16

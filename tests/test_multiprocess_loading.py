@@ -21,7 +21,6 @@ from safetensors.torch import save_file as save_torch_file
 
 import ltx_jax
 from ltx_jax.convert import safetensors_file
-from ltx_jax.convert.checkpoint import abstract_model
 from ltx_jax.convert.dit_tensors import DitTensors, Lora
 from ltx_jax.convert.safetensors_file import SafetensorsFile
 from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys
@@ -112,7 +111,7 @@ def test_two_processes_read_only_their_shards(tmp_path):
 
     single, _ = ltx_jax.load_checkpoint(src, dtype=jnp.float32)
     expected = {"/".join(map(str, p)): np.asarray(v.get_value()) for p, v in nnx.to_flat_state(nnx.state(single))}
-    shapes = [shape for _, _, shape, _ in expected_keys(abstract_model(CFG, np.dtype(np.float32))).values()]
+    shapes = [shape for _, _, shape, _ in expected_keys(ltx_jax.LTXModel.abstract(CFG, np.dtype(np.float32))).values()]
     total = sum(math.prod(shape) * 4 for shape in shapes)
     share = sum(process_share(shape, 4) for shape in shapes)  # transposition keeps the byte count
     assert share < 0.6 * total  # the tiny model is mostly splittable, so the test has something to prove

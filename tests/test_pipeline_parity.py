@@ -140,13 +140,10 @@ def test_sequence_parallel_generation_equals_single_device(models, contexts):
     """A whole guided stage (noise from the seed, 4 passes, 3 steps) on an 8-device mesh equals one device."""
     _, model = models
     prompt = PromptEmbeddings(contexts["video"], contexts["audio"])
-    guidance = Guidance(
-        MultiModalGuiderParams(**VIDEO_GUIDANCE),
-        MultiModalGuiderParams(**AUDIO_GUIDANCE),
-        PromptEmbeddings(contexts["video_negative"], contexts["audio_negative"]),
-    )
+    guidance = Guidance(MultiModalGuiderParams(**VIDEO_GUIDANCE), MultiModalGuiderParams(**AUDIO_GUIDANCE))
+    negative = PromptEmbeddings(contexts["video_negative"], contexts["audio_negative"])
     pixels = PIXELS._replace(height=96)  # 3 x 3 x 3 = 27 video tokens: not a multiple of 8
-    kwargs = {"geometry": GEOMETRY, "dtype": np.float32, "guidance": guidance}
+    kwargs = {"geometry": GEOMETRY, "dtype": np.float32, "guidance": guidance, "negative": negative}
     single = denoise_audio_video(model, pixels, schedulers.ltx2_sigmas(3), jax.random.key(3), prompt, **kwargs)
     sp = SequenceParallel(model, make_mesh(8))
     sharded = denoise_audio_video(sp, pixels, schedulers.ltx2_sigmas(3), jax.random.key(3), prompt, **kwargs)

@@ -94,6 +94,52 @@ def test_audio_only_call_runs_replicated(model):
     assert_same(SequenceParallel(model, make_mesh(8))(None, audio), single_device(model, None, audio))
 
 
+def test_the_callers_model_is_not_modified_and_later_changes_are_not_seen():
+    """SequenceParallel reads the parameters once, into its own copy placed on the mesh: the caller's
+    model keeps its own arrays, and changing it afterwards leaves the SequenceParallel forward as it was."""
+    model = ltx_jax.LTXModel(CFG, rngs=nnx.Rngs(0), attention_backend="xla")
+    kernel = model.transformer_blocks[0].attn1.to_q.kernel
+    before, sharding = kernel.get_value(), kernel.get_value().sharding
+    sp = SequenceParallel(model, make_mesh(8))
+    assert kernel.get_value() is before
+    assert kernel.get_value().sharding == sharding
+    video, audio = inputs()
+    expected = sp(video, audio)
+    kernel.set_value(before * 2)
+    assert_same(sp(video, audio), expected)
+    kernel.set_value(before)
+
+
+def fsdp_model(mesh):
+    """The test model with its parameters split over `mesh` as load_checkpoint(shard_weights=True) places them."""
+    from ltx_jax.parallel.sharding import param_sharding  # noqa: PLC0415
+
+    model = ltx_jax.LTXModel(CFG, rngs=nnx.Rngs(0), attention_backend="xla")
+    state = jax.tree.map(lambda x: jax.device_put(x, param_sharding(x.shape, mesh, True)), nnx.state(model))
+    nnx.update(model, state)
+    return model
+
+
+def test_fsdp_blocks_gather_their_weights_inside_the_forward(model):
+    """FSDP-sharded weights give the replicated forward, video and audio alone; the caller's blocks stay
+    plain sharded blocks (SequenceParallel wraps its own copy), and the compiled program gathers each
+    block's weights inside it."""
+    mesh = make_mesh(8)
+    sharded = fsdp_model(mesh)
+    sp = SequenceParallel(sharded, mesh)
+    assert sp.shard_weights
+    assert not SequenceParallel(model, mesh).shard_weights
+    assert type(sharded.transformer_blocks[0]).__name__ == "BasicAVTransformerBlock"
+    kernel = sharded.transformer_blocks[0].ff.net[0].proj.kernel.get_value()
+    assert kernel.addressable_shards[0].data.shape[1] == kernel.shape[1] // 8  # still sharded
+    video, audio = inputs()
+    assert_same(sp(video, audio), single_device(model, video, audio))
+    assert_same(sp(None, audio), single_device(model, None, audio))
+    gathers = collectives(compiled_hlo(sp, video, audio))["all-gather"]
+    replicated = collectives(compiled_hlo(SequenceParallel(model, mesh), video, audio))["all-gather"]
+    assert gathers > replicated + CFG.num_layers  # several weights per block are gathered
+
+
 def test_padded_video_keys_do_not_leak_into_audio(model, monkeypatch):
     """With 50 tokens on 8 devices, 6 pad keys sit in video-to-audio attention. Masked, the audio
     equals the single-device audio; unmasked (upstream's behaviour), it visibly does not."""
@@ -135,13 +181,7 @@ def test_send_and_gather_heads_round_trip_bit_exact(dtype):
 
 
 def compiled_hlo(sp, video, audio):
-    lowered = sp._sharded.lower(
-        sp._state,
-        sp._place(video),
-        sp._place(audio),
-        perturbations=BatchedPerturbationConfig.empty(video.latent.shape[0]),
-    )
-    return lowered.compile().as_text()
+    return sp.lower(video, audio).compile().as_text()
 
 
 def collectives(hlo: str) -> collections.Counter:

@@ -21,10 +21,10 @@ from flax import nnx
 from ltx_core_twin import default_inputs, relative_error
 
 import ltx_jax
-from ltx_jax import BatchedPerturbationConfig
-from ltx_jax.model.attention import cudnn_supports
+from ltx_jax.model import attention_backends
+from ltx_jax.model.attention_backends import block_attention_backend, cudnn_attention_with_lse
 from ltx_jax.parallel import SequenceParallel, attention_with_lse, make_mesh
-from ltx_jax.parallel.blockwise import block_kernel, cudnn_attention_with_lse, merge_partial
+from ltx_jax.parallel.blockwise import merge_partial
 from ltx_jax.parallel.sharding import param_sharding
 
 SP_TOLERANCE = 1e-5  # DESIGN.md: SP equals the single-device model in float32
@@ -134,9 +134,7 @@ def test_equals_single_device(models, sp_for, references, case, layout):
 
 
 def collectives(sp: SequenceParallel, video, audio) -> collections.Counter:
-    lowered = sp._sharded.lower(
-        sp._state, sp._place(video), sp._place(audio), perturbations=BatchedPerturbationConfig.empty(2)
-    )
+    lowered = sp.lower(video, audio)
     pattern = r"\b(all-to-all|all-gather|all-reduce|collective-permute|reduce-scatter)\("
     return collections.Counter(re.findall(pattern, lowered.compile().as_text()))
 
@@ -192,7 +190,7 @@ def test_all_padding_block_is_empty():
 def test_ring_kernel_defaults_to_auto_which_picks_xla_where_cudnn_cannot_run():
     assert inspect.signature(SequenceParallel).parameters["ring_kernel"].default == "auto"
     q = jnp.asarray(np.random.default_rng(0).standard_normal((1, 4, 2, 8)), jnp.float32)
-    out, lse = block_kernel("auto")(q, q, q)  # float32 on CPU: the XLA kernel, exactly
+    out, lse = block_attention_backend("auto")(q, q, q)  # float32 on CPU: the XLA kernel, exactly
     ref_out, ref_lse = attention_with_lse(q, q, q)
     assert np.array_equal(np.asarray(out), np.asarray(ref_out))
     assert np.array_equal(np.asarray(lse), np.asarray(ref_lse))
@@ -221,21 +219,19 @@ def test_cudnn_block_rule_mirrors_jax_checks(monkeypatch, hopper):
     """What "auto" hands to cuDNN on a GPU (the platform and compute capability faked here): jax's
     cuDNN attention with statistics rejects odd lengths with a bias and, before Hopper, head dims
     above 128, so those blocks must go to XLA instead of raising inside jax."""
-    from ltx_jax.parallel import blockwise
-
-    monkeypatch.setattr(blockwise.jax, "default_backend", lambda: "gpu")
-    monkeypatch.setattr(blockwise.cudnn_fmha, "check_compute_capability", lambda capability: hopper)
+    monkeypatch.setattr(attention_backends.jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(attention_backends.cudnn_fmha, "check_compute_capability", lambda capability: hopper)
     q, bias = jnp.ones((1, 64, 2, 128), jnp.bfloat16), jnp.zeros((1, 1, 64, 64), jnp.float32)
     odd = jnp.ones((1, 61, 2, 128), jnp.bfloat16)
-    assert blockwise.cudnn_block_unsupported(q, bias, q) is None
-    assert blockwise.cudnn_block_unsupported(odd, None, odd) is None  # odd lengths are fine without a bias
-    assert "even query and key lengths, got 61 and 61" in blockwise.cudnn_block_unsupported(odd, bias, odd)
+    assert attention_backends.cudnn_block_unsupported(q, bias, q) is None
+    assert attention_backends.cudnn_block_unsupported(odd, None, odd) is None  # odd lengths are fine without a bias
+    assert "even query and key lengths, got 61 and 61" in attention_backends.cudnn_block_unsupported(odd, bias, odd)
     wide = jnp.ones((1, 64, 2, 256), jnp.bfloat16)
-    reason = blockwise.cudnn_block_unsupported(wide, None, wide)
+    reason = attention_backends.cudnn_block_unsupported(wide, None, wide)
     assert (reason is None) == hopper
     assert hopper or "at most 128 on this GPU, got 256" in reason
     # The DiT's own cuDNN attention shares the rule: (B, T, H*D) with 2 heads of 256.
-    assert (cudnn_supports(wide.reshape(1, 64, 512), 2, None) is None) == hopper
+    assert (attention_backends.cudnn_attention_unsupported(wide.reshape(1, 64, 512), 2, None) is None) == hopper
 
 
 def test_cudnn_block_attention_refuses_cpu():
@@ -290,7 +286,7 @@ def sixteen_device_errors() -> dict[str, list[float]]:
     state = nnx.state(sharded)
     nnx.update(sharded, jax.tree.map(lambda x: jax.device_put(x, param_sharding(x.shape, mesh, True)), state))
     sp = SequenceParallel(sharded, mesh, strategy="usp")
-    assert sp._shard_weights
+    assert sp.shard_weights
     result["sharded_weights"] = errors(sp(video, audio), reference)
     return result
 

@@ -16,7 +16,7 @@ from ltx_core.text_encoders.gemma.embeddings_connector import Embeddings1DConnec
 from ltx_core_twin import relative_error
 
 import ltx_jax
-from ltx_jax.model.attention import xla_attention
+from ltx_jax.model.attention_backends import xla_attention
 from ltx_jax.text_encoders.gemma import (
     Embeddings1DConnector,
     EmbeddingsProcessor,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 import shutil
 import sys
@@ -31,13 +30,12 @@ from orbax.checkpoint import v1 as ocp
 
 from ltx_jax.config import LTXConfig
 from ltx_jax.convert.dit_tensors import DitTensors, Lora, checkpoint_config, parse_dtype
+from ltx_jax.convert.placement import make_array_from_reader
 from ltx_jax.convert.safetensors_file import SafetensorsFile
 from ltx_jax.convert.state_dict import expected_keys, transpose
-from ltx_jax.model.attention import AttentionBackend
+from ltx_jax.model.attention_backends import AttentionBackend
 from ltx_jax.model.model import LTXModel
-from ltx_jax.parallel.sharding import make_array_from_reader, param_sharding
-
-logger = logging.getLogger(__name__)
+from ltx_jax.parallel.sharding import param_sharding
 
 FORMAT_FILE = "ltx_jax_checkpoint.json"
 PARAMS_DIR = "params"
@@ -91,23 +89,6 @@ class _Progress:
         sys.stderr.flush()
 
 
-def abstract_model(cfg: LTXConfig, param_dtype: jnp.dtype, attention_backend: AttentionBackend = "auto") -> LTXModel:
-    """`LTXModel(cfg)` with shape-only parameters, built in time independent of `num_layers`
-    (one block is traced and cloned: tracing all 48 in `nnx.eval_shape` takes minutes)."""
-    one_block = dataclasses.replace(cfg, num_layers=min(cfg.num_layers, 1))
-    model = nnx.eval_shape(
-        lambda: LTXModel(one_block, rngs=nnx.Rngs(0), param_dtype=param_dtype, attention_backend=attention_backend)
-    )
-    if cfg.num_layers > 1:
-        first = model.transformer_blocks[0]
-        clones = [nnx.clone(first) for _ in range(1, cfg.num_layers)]
-        for idx, block in enumerate(clones, start=1):
-            block.idx = idx
-        model.transformer_blocks = nnx.List([first, *clones])
-    model.cfg = cfg
-    return model
-
-
 def _nest(flat: Mapping[tuple[Any, ...], Any]) -> dict[str, Any]:
     """`{("a", 0, "b"): x}` -> `{"a": {"0": {"b": x}}}`, the layout stored in Orbax."""
     tree: dict[str, Any] = {}
@@ -146,7 +127,7 @@ def convert_checkpoint(
     target = parse_dtype(dtype)
     st = SafetensorsFile(src)
     cfg, model_version = checkpoint_config(st, config)
-    table = expected_keys(abstract_model(cfg, target))
+    table = expected_keys(LTXModel.abstract(cfg, target))
     tensors = DitTensors(st, target, tuple(loras))
     tensors.check_against(table)
     total = sum(int(np.prod(shape)) * target.itemsize for _, _, shape, _ in table.values())
@@ -263,7 +244,7 @@ def _load_safetensors(
 ) -> tuple[LTXModel, LTXConfig]:
     st = SafetensorsFile(path)
     cfg, _ = checkpoint_config(st, config)
-    model = abstract_model(cfg, dtype, attention_backend)
+    model = LTXModel.abstract(cfg, dtype, attention_backend)
     table = expected_keys(model)
     tensors = DitTensors(st, dtype, loras)
     tensors.check_against(table)
@@ -294,7 +275,7 @@ def _load_converted(
         raise ValueError(f"{path}: checkpoint format {manifest.get('format')!r}; this ltx-jax reads {FORMAT_VERSION}.")
     cfg = LTXConfig(**manifest["config"])
     stored = parse_dtype(manifest["dtype"])
-    model = abstract_model(cfg, stored, attention_backend)
+    model = LTXModel.abstract(cfg, stored, attention_backend)
     flat = dict(nnx.to_flat_state(nnx.state(model, nnx.Param)))
     shapes = {p: v.get_value().shape for p, v in flat.items()}
     abstract = _nest(
@@ -306,6 +287,6 @@ def _load_converted(
     restored = ocp.load(os.path.join(path, PARAMS_DIR), abstract)
     values = {p: _lookup(restored, p) for p in flat}
     if dtype != stored:
-        model = abstract_model(cfg, dtype, attention_backend)
+        model = LTXModel.abstract(cfg, dtype, attention_backend)
         values = {p: v.astype(dtype) for p, v in values.items()}
     return _set_params(model, values), cfg

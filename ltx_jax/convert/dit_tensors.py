@@ -182,17 +182,19 @@ def _fuse(weight: np.ndarray, a: np.ndarray, b: np.ndarray, strength: float, dty
     return (weight.astype(dtype).astype(np.float32) + delta.astype(np.float32)).astype(dtype)
 
 
+PARAM_DTYPES: dict[str, np.dtype] = {  # the parameter dtypes a checkpoint loads or converts to
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+}
+
+
 def parse_dtype(name: str) -> np.dtype:
     """'bfloat16' | 'float32' | 'float16' -> numpy dtype, or a ValueError listing the choices."""
-    choices = {
-        "bfloat16": np.dtype(ml_dtypes.bfloat16),
-        "float32": np.dtype(np.float32),
-        "float16": np.dtype(np.float16),
-    }
     key = np.dtype(name).name if not isinstance(name, str) else name
-    if key not in choices:
-        raise ValueError(f"dtype must be one of {sorted(choices)}, got {name!r}.")
-    return choices[key]
+    if key not in PARAM_DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(PARAM_DTYPES)}, got {name!r}.")
+    return PARAM_DTYPES[key]
 
 
 def config_from_json_file(path: str) -> dict[str, Any]:

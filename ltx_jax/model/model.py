@@ -6,7 +6,7 @@ Source: `ltx_core/model/transformer/model.py`. Attribute paths equal ltx-core's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -15,8 +15,9 @@ from flax import nnx
 from ltx_jax.config import LTXConfig
 from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
 from ltx_jax.model.adaln import AdaLayerNormSingle, adaln_embedding_coefficient
-from ltx_jax.model.attention import AttentionBackend, AttentionOps
-from ltx_jax.model.attention import attention_backend as resolve_attention_backend
+from ltx_jax.model.attention import AttentionOps
+from ltx_jax.model.attention_backends import AttentionBackend
+from ltx_jax.model.attention_backends import attention_backend as resolve_attention_backend
 from ltx_jax.model.modality import Modality
 from ltx_jax.model.normalization import layer_norm, linear
 from ltx_jax.model.text_projection import PixArtAlphaTextProjection
@@ -93,6 +94,25 @@ class LTXModel(nnx.Module):
             [BasicAVTransformerBlock(i, cfg, rngs=rngs, param_dtype=param_dtype) for i in range(cfg.num_layers)]
         )
 
+    @classmethod
+    def abstract(
+        cls, cfg: LTXConfig, param_dtype: jnp.dtype = jnp.float32, attention_backend: AttentionBackend = "auto"
+    ) -> LTXModel:
+        """`LTXModel(cfg)` with shape-only parameters (to load weights into), built in time independent
+        of `num_layers`: one block is traced and cloned (tracing all 48 in `nnx.eval_shape` takes minutes)."""
+        one_block = dataclasses.replace(cfg, num_layers=min(cfg.num_layers, 1))
+        model = nnx.eval_shape(
+            lambda: cls(one_block, rngs=nnx.Rngs(0), param_dtype=param_dtype, attention_backend=attention_backend)
+        )
+        if cfg.num_layers > 1:
+            first = model.transformer_blocks[0]
+            clones = [nnx.clone(first) for _ in range(1, cfg.num_layers)]
+            for idx, block in enumerate(clones, start=1):
+                block.idx = idx
+            model.transformer_blocks = nnx.List([first, *clones])
+        model.cfg = cfg
+        return model
+
     def __call__(
         self,
         video: Modality | None,
@@ -116,20 +136,15 @@ class LTXModel(nnx.Module):
         perturbations: BatchedPerturbationConfig | None = None,
         *,
         attention_ops: AttentionOps | None = None,
-        blocks: Sequence[Callable[..., tuple]] | None = None,
     ) -> tuple[jax.Array | None, jax.Array | None]:
         """`__call__` without its input checks, for wrappers that checked the caller's inputs
-        themselves and then call the model on a part of them (SequenceParallel's local tokens).
-
-        `blocks` replaces `self.transformer_blocks` with callables of the same signature, e.g.
-        wrappers that gather a block's sharded parameters right before it runs.
-        """
+        themselves and then call the model on a part of them (SequenceParallel's local tokens)."""
         if perturbations is None:
             perturbations = BatchedPerturbationConfig.empty((video or audio).latent.shape[0])
         attention_ops = attention_ops or self.attention_ops
         video_args = prepare(self.cfg, self._stream("video"), video, audio) if video is not None else None
         audio_args = prepare(self.cfg, self._stream("audio"), audio, video) if audio is not None else None
-        for block in self.transformer_blocks if blocks is None else blocks:
+        for block in self.transformer_blocks:
             video_args, audio_args = block(video_args, audio_args, perturbations, attention_ops)
         vx = self._output(video_args, self.scale_shift_table, self.proj_out) if video_args is not None else None
         ax = (

@@ -9,13 +9,13 @@ and sin by 1e-3. The frequency grid is therefore built on the host, reproducing 
 
 import functools
 import math
-from typing import Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-RopeType = Literal["split", "interleaved"]
+from ltx_jax.config import RopeType
+
 PositionalEmbedding = tuple[jax.Array, jax.Array]  # (cos, sin)
 
 

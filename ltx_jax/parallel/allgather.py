@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ltx_jax.model.attention import AttentionFn
-from ltx_jax.parallel.layout import as_bias4d, bias_block, key_lengths
+from ltx_jax.model.attention_backends import LocalAttentionFn, as_bias4d
+from ltx_jax.parallel.layout import bias_block, key_lengths
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +26,7 @@ class AllGatherKVAttention:
         padded_tokens: the video token count after padding to a multiple of `mesh_size`.
     """
 
-    local: AttentionFn
+    local: LocalAttentionFn
     axis_name: str
     mesh_size: int
     valid_tokens: int

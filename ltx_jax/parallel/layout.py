@@ -1,7 +1,8 @@
-"""Head and token layout helpers shared by the sequence-parallel attention strategies.
+"""Token layout helpers shared by the sequence-parallel attention strategies.
 
 Inside `shard_map` the padded video sequence of `T` tokens is split into contiguous equal blocks;
-the pad tokens are the last `T - valid` of the whole sequence.
+the pad tokens are the last `T - valid` of the whole sequence. The head layout helpers
+(`split_heads`, `merge_heads`, `as_bias4d`) are in `ltx_jax.model.attention_backends`.
 """
 
 import jax
@@ -9,28 +10,11 @@ import jax.numpy as jnp
 from jax import lax
 
 
-def split_heads(x: jax.Array, heads: int) -> jax.Array:
-    """`(..., H*D)` -> `(..., H, D)`."""
-    return x.reshape(*x.shape[:-1], heads, x.shape[-1] // heads)
-
-
-def merge_heads(x: jax.Array) -> jax.Array:
-    """`(..., H, D)` -> `(..., H*D)`."""
-    return x.reshape(*x.shape[:-2], -1)
-
-
 def key_lengths(valid_tokens: int, padded_tokens: int, batch_size: int) -> jax.Array | None:
     """`(B,)` key lengths that drop the pad keys of the whole padded sequence; None without padding."""
     if valid_tokens == padded_tokens:
         return None
     return jnp.full((batch_size,), valid_tokens, jnp.int32)
-
-
-def as_bias4d(mask: jax.Array | None) -> jax.Array | None:
-    """A 2-D/3-D/4-D additive bias as `(B|1, H|1, Tq|1, Tk|1)`, the way SDPA broadcasts it."""
-    if mask is None:
-        return None
-    return mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
 
 
 def bias_block(bias: jax.Array | None, start: jax.Array, size: int, axis: int) -> jax.Array | None:

@@ -19,9 +19,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ltx_jax.parallel.blockwise import BlockAttentionFn, attention_with_lse, merge_across, merge_partial
+from ltx_jax.model.attention_backends import BlockAttentionFn, as_bias4d, attention_with_lse, merge_heads, split_heads
+from ltx_jax.parallel.blockwise import merge_across, merge_partial
 from ltx_jax.parallel.exchange import AllToAll, gather_heads, lax_all_to_all, send_heads
-from ltx_jax.parallel.layout import as_bias4d, bias_block, merge_heads, split_heads, uniform_masked_rows
+from ltx_jax.parallel.layout import bias_block, uniform_masked_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +37,8 @@ class RingAttention:
         ulysses_axis: the head-exchange axis of "usp" (None for plain ring).
         ulysses_size: devices on `ulysses_axis` (U; 1 for plain ring).
         all_to_all: the head-exchange backend of "usp".
-        block_attention: the per-block attention returning the log-sum-exp (`blockwise.block_kernel`).
+        block_attention: the per-block attention returning the log-sum-exp
+            (`ltx_jax.model.attention_backends.block_attention_backend`).
     """
 
     ring_axis: str

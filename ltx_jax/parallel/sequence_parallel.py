@@ -3,8 +3,8 @@
 Source: ltx-core's `multigpu/transformer/sequence_parallel.py` (pad, tile, attention manager,
 gather). Differences: one jitted `shard_map` over the whole forward instead of one process per GPU;
 padded video keys are also masked in video-to-audio attention; without a caller mask the padding
-is a key length, never a dense mask; the caller's model is not modified (its parameters are placed
-replicated on the mesh, values unchanged); besides ltx-core's Ulysses, the strategies of
+is a key length, never a dense mask; the caller's model is not modified (this object places a copy
+of its parameters on the mesh); besides ltx-core's Ulysses, the strategies of
 `ltx_jax.parallel.strategies` (all-gather-KV, ring, Ulysses x ring).
 """
 
@@ -23,12 +23,12 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
+from ltx_jax.model.attention_backends import RingKernel
 from ltx_jax.model.modality import Modality
 from ltx_jax.model.model import DIT_COMPILER_OPTIONS, LTXModel, validate_inputs
-from ltx_jax.parallel.blockwise import RingKernel
 from ltx_jax.parallel.exchange import AllToAll, ExchangeBackend, exchange_backend
 from ltx_jax.parallel.mesh import SequenceAxes, sequence_axes, sequence_size
-from ltx_jax.parallel.sharding import gather, sharded_axis, spec_of
+from ltx_jax.parallel.sharding import GatheredBlock, gather_state, sharded_axis, spec_of
 from ltx_jax.parallel.strategies import RING_STRATEGIES, Strategy, check_layout, sequence_attention
 
 logger = logging.getLogger(__name__)
@@ -111,9 +111,12 @@ class SequenceParallel:
     masked everywhere and dropped from the output. Outputs are replicated on the mesh.
 
     Args:
-        model: the DiT. Its parameters are placed replicated on the mesh (values unchanged), except
+        model: the DiT. Its parameters are read once, when this object is built, into a copy of
+            its own: placed replicated on the mesh (the same arrays where they already are), except
             those `load_checkpoint(..., shard_weights=True)` sharded over it, which stay sharded and
-            are gathered block by block inside the forward.
+            are gathered block by block inside the forward (`sharding.GatheredBlock`). `model`
+            itself is never modified, and changing it afterwards does not change this forward:
+            build a new `SequenceParallel` for new weights.
         mesh: a mesh with an `"sp"` axis (`ltx_jax.parallel.make_mesh(n)`), or for "usp" one with
             axes ("ring", "ulysses") (`make_mesh(n, ulysses=u)`).
         backend: the head exchange: "all_to_all" (`jax.lax.all_to_all`), "ffi" (CUDA P2P kernel,
@@ -141,22 +144,18 @@ class SequenceParallel:
         ring_kernel: RingKernel = "auto",
     ) -> None:
         check_layout(model.cfg, mesh, strategy, backend, ring_kernel)
-        self.model = model
+        self.cfg = model.cfg
         self.mesh = mesh
         self.strategy = strategy
         self.axes = sequence_axes(mesh)
         self.mesh_size = sequence_size(mesh)
         self.max_tokens = max_tokens
         self.ring_kernel = ring_kernel if strategy in RING_STRATEGIES else None
+        self._attention_ops = model.attention_ops
         self._all_to_all = exchange_backend(backend, mesh)
         self._replicated = NamedSharding(mesh, P())
-        nnx.update(model, jax.tree.map(self._place_param, nnx.state(model)))
-        # nnx.state walks the module graph in Python (~25 ms per 8 blocks): take it once. It holds
-        # the model's own Variable objects, so later in-place weight updates are seen.
-        self._graphdef, self._state = nnx.split(model)
+        self._graphdef, self._state, self.shard_weights = self._own_copy(model)
         self._state_specs = jax.tree.map(lambda x: spec_of(x, self.axes), self._state)
-        self._flat_specs = {path: spec_of(v.get_value(), self.axes) for path, v in nnx.to_flat_state(self._state)}
-        self._shard_weights = any(sharded_axis(spec, self.axes) is not None for spec in self._flat_specs.values())
         jit = functools.partial(jax.jit, static_argnames=("perturbations",), compiler_options=DIT_COMPILER_OPTIONS)
         self._sharded = jit(self._sharded_forward)
         self._replicated_forward = jit(self._plain_forward)
@@ -167,8 +166,27 @@ class SequenceParallel:
             self.mesh_size,
             dict(mesh.shape),
             backend,
-            "sharded" if self._shard_weights else "replicated",
+            "sharded" if self.shard_weights else "replicated",
         )
+
+    def _own_copy(self, model: LTXModel) -> tuple[nnx.GraphDef, nnx.State, bool]:
+        """This object's copy of `model`: the module graph again with new Variables (so the caller's
+        model is never modified), its arrays placed on the mesh (the same arrays where they already
+        are), each FSDP-sharded block wrapped to gather itself when it runs. Split once: `nnx.state`
+        walks the graph in Python (~25 ms per 8 blocks)."""
+        graphdef, state = nnx.split(model)
+        copy = nnx.merge(graphdef, jax.tree.map(self._place_param, state))
+        specs = {path: spec_of(v.get_value(), self.axes) for path, v in nnx.to_flat_state(nnx.state(copy))}
+        shard_weights = any(sharded_axis(spec, self.axes) is not None for spec in specs.values())
+        if shard_weights:
+            self._outer_specs = {path: spec for path, spec in specs.items() if path[0] != BLOCKS}
+            copy.transformer_blocks = nnx.List(
+                [
+                    GatheredBlock(block, {p[2:]: spec for p, spec in specs.items() if p[:2] == (BLOCKS, i)}, self.axes)
+                    for i, block in enumerate(copy.transformer_blocks)
+                ]
+            )
+        return *nnx.split(copy), shard_weights
 
     def _place_param(self, x: jax.Array) -> jax.Array:
         """Parameters sharded over this mesh by `load_checkpoint(shard_weights=True)` stay so; the
@@ -182,7 +200,7 @@ class SequenceParallel:
     def __call__(
         self, video: Modality | None, audio: Modality | None, perturbations: BatchedPerturbationConfig | None = None
     ) -> tuple[jax.Array | None, jax.Array | None]:
-        validate_inputs(self.model.cfg, video, audio, perturbations)
+        validate_inputs(self.cfg, video, audio, perturbations)
         perturbations = perturbations or BatchedPerturbationConfig.empty((video or audio).latent.shape[0])
         video, audio = self._place(video), self._place(audio)
         if video is None:
@@ -194,6 +212,15 @@ class SequenceParallel:
                 "Use a smaller resolution or fewer frames."
             )
         return self._sharded(self._state, video, audio, perturbations=perturbations)
+
+    def lower(
+        self, video: Modality, audio: Modality | None, perturbations: BatchedPerturbationConfig | None = None
+    ) -> jax.stages.Lowered:
+        """The sharded forward lowered for these inputs: `.compile().as_text()` is the program each
+        device runs (its collectives, its attention calls)."""
+        validate_inputs(self.cfg, video, audio, perturbations)
+        perturbations = perturbations or BatchedPerturbationConfig.empty(video.latent.shape[0])
+        return self._sharded.lower(self._state, self._place(video), self._place(audio), perturbations=perturbations)
 
     def _place(self, modality: Modality | None) -> Modality | None:
         """Inputs as arrays replicated on the mesh; host values are built per process, shard by shard."""
@@ -212,10 +239,24 @@ class SequenceParallel:
 
         return None if modality is None else jax.tree.map(place, modality)
 
+    def _local_model(self, state: nnx.State) -> LTXModel:
+        """Inside the shard_map: the model on this device's parameters (its FSDP blocks gather themselves)."""
+        if self.shard_weights:
+            state = gather_state(state, self._outer_specs, self.axes)
+        return nnx.merge(self._graphdef, state)
+
     def _plain_forward(
-        self, state: nnx.State, video: Modality | None, audio: Modality | None, perturbations: BatchedPerturbationConfig
-    ) -> tuple[jax.Array | None, jax.Array | None]:
-        return nnx.merge(self._graphdef, state).forward(video, audio, perturbations)
+        self, state: nnx.State, video: None, audio: Modality, perturbations: BatchedPerturbationConfig
+    ) -> tuple[None, jax.Array]:
+        """Audio alone: the same work on every device."""
+        ax = jax.shard_map(
+            lambda state, audio: self._local_model(state).forward(None, audio, perturbations)[1],
+            mesh=self.mesh,
+            in_specs=(self._state_specs, replicated_specs(audio)),
+            out_specs=P(),
+            check_vma=False,
+        )(state, audio)
+        return None, ax
 
     def _sharded_forward(
         self, state: nnx.State, video: Modality, audio: Modality | None, perturbations: BatchedPerturbationConfig
@@ -225,25 +266,20 @@ class SequenceParallel:
         attention = sequence_attention(
             self.strategy,
             self.mesh,
-            local=self.model.attention_ops.default,
+            local=self._attention_ops.default,
             all_to_all=self._all_to_all,
             valid_tokens=tokens,
             padded_tokens=video.latent.shape[1],
             ring_kernel=self.ring_kernel,
         )
-        attention_ops = self.model.attention_ops.with_overrides(
+        attention_ops = self._attention_ops.with_overrides(
             attn1=attention.video_self_attention, video_to_audio_attn=attention.video_to_audio
         )
 
         def local_forward(
             state: nnx.State, video: Modality, audio: Modality | None
         ) -> tuple[jax.Array, jax.Array | None]:
-            model = nnx.merge(self._graphdef, state)
-            blocks = None
-            if self._shard_weights:
-                self._gather(model, exclude=BLOCKS)
-                blocks = [_GatheringBlock(block, self, (BLOCKS, i)) for i, block in enumerate(model.transformer_blocks)]
-            vx, ax = model.forward(video, audio, perturbations, attention_ops=attention_ops, blocks=blocks)
+            vx, ax = self._local_model(state).forward(video, audio, perturbations, attention_ops=attention_ops)
             return lax.all_gather(vx, self.axes, axis=1, tiled=True), ax
 
         vx, ax = jax.shard_map(
@@ -254,24 +290,3 @@ class SequenceParallel:
             check_vma=False,
         )(state, video, audio)
         return vx[:, :tokens], ax
-
-    def _gather(self, module: nnx.Module, prefix: tuple = (), exclude: str | None = None) -> None:
-        """Inside the shard_map: replaces `module`'s sharded parameters with whole ones."""
-        state = nnx.state(module)
-        for path, variable in nnx.to_flat_state(state):
-            spec = self._flat_specs[prefix + path]
-            if path[0] != exclude and sharded_axis(spec, self.axes) is not None:
-                variable.set_value(gather(variable.get_value(), spec, self.axes))
-        nnx.update(module, state)
-
-
-class _GatheringBlock:
-    """A transformer block whose FSDP-sharded parameters are all-gathered right before it runs,
-    so one block's full weights are live at a time."""
-
-    def __init__(self, block: nnx.Module, sp: SequenceParallel, prefix: tuple) -> None:
-        self.block, self.sp, self.prefix = block, sp, prefix
-
-    def __call__(self, *args: object) -> tuple:
-        self.sp._gather(self.block, self.prefix)
-        return self.block(*args)

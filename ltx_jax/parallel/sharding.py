@@ -2,19 +2,16 @@
 
 FSDP-style: each parameter is split over the sequence axes (`"sp"`, or `("ring", "ulysses")` of a
 2-D mesh, i.e. over every device) along its largest axis that the device count divides (parameters
-with no such axis stay replicated), and gathered back whole right before the block that uses it runs.
-
-Loading: `make_array_from_reader` asks a reader once per process for the one box of the parameter
-that this process's devices hold, so no process reads (or holds on the host) the other processes'
-shards, and a replicated parameter is read once per process, not once per device.
+with no such axis stay replicated), and gathered back whole right before the block that uses it runs
+(`GatheredBlock`). Reading a checkpoint onto such a sharding: `ltx_jax.convert.placement`.
 """
 
-from collections.abc import Callable
+from collections.abc import Mapping
 
 import jax
-import numpy as np
+from flax import nnx
 from jax import lax
-from jax.sharding import Mesh, NamedSharding, Sharding
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ltx_jax.parallel.mesh import SP_AXIS, SequenceAxes, sequence_axes, sequence_size
@@ -46,45 +43,41 @@ def gather(x: jax.Array, spec: P, axis_name: SequenceAxes = SP_AXIS) -> jax.Arra
     return x if axis is None else lax.all_gather(x, axis_name, axis=axis, tiled=True)
 
 
+def gather_state(state: nnx.State, specs: Mapping[tuple, P], axis_name: SequenceAxes = SP_AXIS) -> nnx.State:
+    """Inside `shard_map`: `state` with each parameter that `specs` (path -> spec) shards gathered
+    whole, in new Variables (`state` is left as it is)."""
+
+    def whole(path: tuple, variable: nnx.Variable) -> nnx.Variable:
+        spec = specs.get(path, P())
+        if sharded_axis(spec, axis_name) is None:
+            return variable
+        return variable.replace(gather(variable.get_value(), spec, axis_name))
+
+    return nnx.map_state(whole, state)
+
+
+class GatheredBlock(nnx.Module):
+    """A transformer block held as this device's FSDP shards and gathered whole right when it runs,
+    so that one block's full weights are live at a time (torch FSDP's per-block wrapping).
+    `SequenceParallel` wraps the blocks of its own copy of a sharded model; runs inside `shard_map`.
+
+    Args:
+        block: the block, its parameters sharded over `axis_name`.
+        specs: each sharded parameter's spec, by its path inside the block.
+        axis_name: the mesh axes the parameters are sharded over.
+    """
+
+    def __init__(self, block: nnx.Module, specs: Mapping[tuple, P], axis_name: SequenceAxes) -> None:
+        self.block = block
+        self.specs = tuple(specs.items())  # static (hashable) metadata of the module graph
+        self.axis_name = axis_name
+
+    def __call__(self, *args: object) -> tuple:
+        graphdef, shards = nnx.split(self.block)
+        return nnx.merge(graphdef, gather_state(shards, dict(self.specs), self.axis_name))(*args)
+
+
 def spec_of(x: jax.Array, axis_name: SequenceAxes = SP_AXIS) -> P:
     """The PartitionSpec of a parameter placed by `param_sharding` (replicated for anything else)."""
     sharding = getattr(x, "sharding", None)
     return sharding.spec if isinstance(sharding, NamedSharding) and axis_name in tuple(sharding.spec) else P()
-
-
-def local_box(shape: tuple[int, ...], sharding: Sharding) -> tuple[slice, ...]:
-    """The smallest box of an array of `shape` holding every shard of this process's devices under
-    `sharding` (their union when, as on `make_mesh`'s meshes, a process's devices are consecutive)."""
-    boxes = [_explicit(index, shape) for index in sharding.addressable_devices_indices_map(shape).values()]
-    if not boxes:
-        raise ValueError(
-            f"process {jax.process_index()} holds no device of this sharding ({sharding}); every process must "
-            "own devices of the mesh it loads onto (make_mesh's meshes span all processes)."
-        )
-    return tuple(
-        slice(min(b[axis].start for b in boxes), max(b[axis].stop for b in boxes)) for axis in range(len(shape))
-    )
-
-
-def make_array_from_reader(
-    shape: tuple[int, ...], sharding: Sharding, read: Callable[[tuple[slice, ...]], np.ndarray]
-) -> jax.Array:
-    """A global array of `shape` placed by `sharding`, each process calling `read(box)` exactly once for
-    its `local_box` (a step-1 slice per axis; the whole array when replicated) and cutting its
-    devices' shards out of that block."""
-    box = local_box(shape, sharding)
-    block = read(box)
-    expected = tuple(s.stop - s.start for s in box)
-    if tuple(block.shape) != expected:
-        raise ValueError(f"make_array_from_reader: read({box}) returned shape {block.shape}, expected {expected}.")
-
-    def shard(index: tuple[slice, ...]) -> np.ndarray:
-        within = zip(_explicit(index, shape), box, strict=True)
-        return block[tuple(slice(s.start - b.start, s.stop - b.start) for s, b in within)]
-
-    return jax.make_array_from_callback(shape, sharding, shard)
-
-
-def _explicit(index: tuple[slice, ...], shape: tuple[int, ...]) -> tuple[slice, ...]:
-    """A device's index with explicit bounds (`slice(None)` -> `slice(0, n)`)."""
-    return tuple(slice(*s.indices(n)[:2]) for s, n in zip(index, shape, strict=True))

@@ -10,7 +10,7 @@
 
 "ring" and "usp" attend block by block with a kernel that returns the log-sum-exp (`ring_kernel`):
 "cudnn" (cuDNN flash attention), "xla" (scores materialized) or "auto" (the default: cuDNN where it
-can run the block, XLA elsewhere); see `ltx_jax.parallel.blockwise`.
+can run the block, XLA elsewhere); see `ltx_jax.model.attention_backends`.
 """
 
 from typing import Literal, get_args
@@ -18,9 +18,8 @@ from typing import Literal, get_args
 from jax.sharding import Mesh
 
 from ltx_jax.config import LTXConfig
-from ltx_jax.model.attention import AttentionFn
+from ltx_jax.model.attention_backends import LocalAttentionFn, RingKernel, block_attention_backend, check_ring_kernel
 from ltx_jax.parallel.allgather import AllGatherKVAttention
-from ltx_jax.parallel.blockwise import RingKernel, block_kernel, check_ring_kernel
 from ltx_jax.parallel.exchange import AllToAll
 from ltx_jax.parallel.mesh import RING_AXIS, SP_AXIS, ULYSSES_AXIS, USP_AXES, sequence_axes
 from ltx_jax.parallel.ring import RingAttention
@@ -98,7 +97,7 @@ def sequence_attention(
     strategy: Strategy,
     mesh: Mesh,
     *,
-    local: AttentionFn,
+    local: LocalAttentionFn,
     all_to_all: AllToAll,
     valid_tokens: int,
     padded_tokens: int,
@@ -113,7 +112,7 @@ def sequence_attention(
         return UlyssesAttention(local=local, all_to_all=all_to_all, axis_name=SP_AXIS, mesh_size=n, **tokens)
     if strategy == "allgather_kv":
         return AllGatherKVAttention(local=local, axis_name=SP_AXIS, mesh_size=mesh.shape[SP_AXIS], **tokens)
-    ring = {**tokens, "block_attention": block_kernel(ring_kernel)}
+    ring = {**tokens, "block_attention": block_attention_backend(ring_kernel)}
     if strategy == "ring":
         return RingAttention(ring_axis=SP_AXIS, ring_size=mesh.shape[SP_AXIS], **ring)
     return RingAttention(

@@ -11,9 +11,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ltx_jax.model.attention import AttentionFn
+from ltx_jax.model.attention_backends import LocalAttentionFn, merge_heads, split_heads
 from ltx_jax.parallel.exchange import AllToAll, gather_heads, send_heads
-from ltx_jax.parallel.layout import key_lengths, merge_heads, split_heads
+from ltx_jax.parallel.layout import key_lengths
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +29,7 @@ class UlyssesAttention:
         padded_tokens: the video token count after padding to a multiple of `mesh_size`.
     """
 
-    local: AttentionFn
+    local: LocalAttentionFn
     all_to_all: AllToAll
     axis_name: str
     mesh_size: int

@@ -1,18 +1,17 @@
-"""The models a generation uses, built from a checkpoint or as the embedded tiny default.
+"""The models a generation uses and the pieces both sources build them from.
 
-Both paths go through the same configurators: the embedded default (`embedded.py`) is a checkpoint
-`config` dict with random weights, so `python scripts/generate.py` exercises the code a real
-checkpoint runs. Decoders run after the DiT has finished, on process 0: jitted on one device, or a
-checkpoint's video in tiles spread over the process's devices of the mesh.
+A checkpoint (`model_ledger.py`) and the embedded tiny default (`embedded.py`) go through the same
+configurators and the same builders here, so `python scripts/generate.py` exercises the code a real
+checkpoint runs. Decoders run after the DiT has finished: jitted on one device, or a checkpoint's
+video in tiles spread over the process's devices of the mesh.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
-from collections.abc import Callable
-from pathlib import Path
+import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -21,48 +20,39 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from ltx_jax.config import LTXConfig
-from ltx_jax.convert.checkpoint import load_checkpoint
-from ltx_jax.convert.dit_tensors import Lora, checkpoint_config
-from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors, parse_metadata_json
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import audio_vae, upsampler, video_vae
-from ltx_jax.model.model import LTXModel
 from ltx_jax.pipeline.images import load_image_conditioning
 from ltx_jax.pipeline.media_io import video_to_uint8
 from ltx_jax.pipeline.pipelines import Components
+from ltx_jax.pipeline.settings import GenerationDefaults
 from ltx_jax.pipeline.stages import LatentGeometry, PromptEmbeddings
+from ltx_jax.text_encoders.gemma import PromptEncoder
 
-CHECKPOINT_DEFAULTS = {"height": 512, "width": 768, "num_frames": 121}
+VideoDecoder = Callable[[jax.Array, int], np.ndarray]  # (latent, seed) -> (F, H, W, 3) uint8
+AudioDecoder = Callable[[jax.Array], tuple[np.ndarray, int]]  # latent -> ((2, samples) waveform, Hz)
 
 
-@dataclasses.dataclass
-class Assembly:
-    """Everything `generate_cli.run` needs besides the mesh."""
+@dataclasses.dataclass(frozen=True)
+class PipelineModels:
+    """Everything a pipeline calls, built once.
 
-    model: LTXModel
-    stage_2_model: LTXModel | None
+    Attributes:
+        components: what the flows call; its `transformer` (and `stage_2_transformer`, the DiT with
+            the distilled LoRA fused) are the `LTXModel`s, which the pipeline runs on its mesh.
+        decode_video: `(latent, seed)` -> `(F, H, W, 3)` uint8 frames.
+        decode_audio: audio latent -> `((2, samples) float32 waveform, sample rate)`.
+        prompt_encoder: text -> contexts (None: the caller passes `PromptEmbeddings`).
+        defaults: what a generation uses for the arguments the caller leaves out.
+        description: what the weights are, for summaries.
+    """
+
     components: Components
-    decode_video: Callable[[jax.Array], np.ndarray]  # latent -> (F, H, W, 3) uint8
-    decode_audio: Callable[[jax.Array], tuple[np.ndarray, int]]  # latent -> waveform (2, N), Hz
-    encode_prompt: Callable[[str], PromptEmbeddings] | None
-    defaults: dict[str, Any]
+    decode_video: VideoDecoder
+    decode_audio: AudioDecoder
+    prompt_encoder: PromptEncoder | None
+    defaults: GenerationDefaults
     description: str
-
-
-def checkpoint_tensors(path: Path) -> tuple[dict[str, LazyTensor], dict[str, Any]]:
-    """A safetensors file's tensors (read on use) and its parsed `config` metadata."""
-    file = SafetensorsFile(path)
-    config = parse_metadata_json(file.metadata, "config") if "config" in file.metadata else {}
-    return lazy_tensors(file), config
-
-
-def build(args: argparse.Namespace, mesh: Mesh) -> Assembly:
-    if args.checkpoint_path is None:
-        from ltx_jax.pipeline.embedded import embedded  # noqa: PLC0415 - embedded.py builds on this module
-
-        return embedded(args, mesh)
-    return from_checkpoint(args, mesh)
 
 
 def jitted(module: nnx.Module, method: Callable[..., Any]) -> Callable[..., Any]:
@@ -92,13 +82,9 @@ def decoder_modules(
 
 
 def decoder_callables(
-    video_decoder: nnx.Module,
-    audio_decoder: nnx.Module,
-    vocoder: nnx.Module,
-    seed: int,
-    mesh: Mesh | None = None,
-) -> tuple[Callable[[jax.Array], np.ndarray], Callable[[jax.Array], tuple[np.ndarray, int]]]:
-    """latent -> (F, H, W, 3) uint8 frames; audio latent -> ((2, samples) waveform, sample rate).
+    video_decoder: nnx.Module, audio_decoder: nnx.Module, vocoder: nnx.Module, mesh: Mesh | None = None
+) -> tuple[VideoDecoder, AudioDecoder]:
+    """The video and audio decoders as `PipelineModels` calls them, compiled once per latent shape.
 
     With a `mesh`, the video is decoded in the reference's tiles (768 px overlapping by 64, 80 frames
     overlapping by 24), spread over this process's devices of the mesh; without, in one pass.
@@ -106,7 +92,7 @@ def decoder_callables(
     decode = jitted(video_decoder, lambda m, latent, key: m(latent, key=key))
     decode_waveform = nnx.jit(audio_vae.decode_audio)  # runs once per generation: nnx.jit's overhead is moot
 
-    def decode_video(latent: jax.Array) -> np.ndarray:
+    def decode_video(latent: jax.Array, seed: int) -> np.ndarray:
         key = jax.random.key(seed)
         if mesh is None:
             return video_to_uint8(np.asarray(decode(latent, key), np.float32)[0])
@@ -133,110 +119,20 @@ def geometry(config: dict[str, Any]) -> LatentGeometry:
     )
 
 
-def image_encoder(encoder: nnx.Module, dtype: jnp.dtype) -> Callable[[Any, int, int], jax.Array]:
-    encode = jitted(encoder, lambda m, image: m(image))
+def image_encoder(
+    build_encoder: Callable[[], nnx.Module], dtype: jnp.dtype
+) -> Callable[[str | os.PathLike, int, int], jax.Array]:
+    """`(image file, height, width)` -> its latent, as `Components.encode_image` takes it. The video VAE
+    encoder is built by `build_encoder` on the first image: most videos have none."""
 
-    def encode_image(path: Any, height: int, width: int) -> jax.Array:  # noqa: ANN401 - str or PathLike
-        return encode(jnp.asarray(load_image_conditioning(path, height, width), dtype))
+    @functools.cache
+    def encode() -> Callable[[jax.Array], jax.Array]:
+        return jitted(build_encoder(), lambda m, image: m(image))
+
+    def encode_image(path: str | os.PathLike, height: int, width: int) -> jax.Array:
+        return encode()(jnp.asarray(load_image_conditioning(path, height, width), dtype))
 
     return encode_image
-
-
-def model_config(args: argparse.Namespace) -> LTXConfig:
-    """The DiT's config from the checkpoint's header (or the embedded default's), without loading weights."""
-    if args.checkpoint_path is None:
-        from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG  # noqa: PLC0415 - embedded.py builds on this module
-
-        return LTXConfig.from_metadata(EMBEDDED_CONFIG)
-    if not str(args.checkpoint_path).endswith(".safetensors") or not Path(args.checkpoint_path).is_file():
-        raise ValueError(
-            f"--checkpoint-path {args.checkpoint_path} must be an official LTX-2 .safetensors file (it also holds "
-            "the VAEs and the vocoder the pipeline decodes with)."
-        )
-    cfg, _ = checkpoint_config(SafetensorsFile(args.checkpoint_path), None)
-    return cfg
-
-
-def from_checkpoint(args: argparse.Namespace, mesh: Mesh) -> Assembly:
-    model_config(args)  # the same file checks as the preflight
-    tensors, config = checkpoint_tensors(args.checkpoint_path)
-    dtype = jnp.dtype(args.dtype)
-    # --shard-weights: the DiT's large matrices are split over the mesh (each process reads only its
-    # slices of the file) and gathered per layer inside the forward, instead of a copy per device.
-    load = functools.partial(
-        load_checkpoint, args.checkpoint_path, mesh=mesh, dtype=dtype, shard_weights=args.shard_weights
-    )
-    model, cfg = load()
-    stage_2 = None
-    if args.pipeline == "two-stage":
-        if not args.distilled_lora:
-            raise ValueError("--pipeline two-stage needs --distilled-lora PATH [STRENGTH] for its second stage.")
-        path, strength = args.distilled_lora[0], float(args.distilled_lora[1]) if len(args.distilled_lora) > 1 else 1.0
-        stage_2, _ = load(loras=[Lora(path, strength)])
-    video_decoder, audio_decoder, vocoder = decoder_modules(config, tensors, args.seed, dtype)
-    decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, args.seed, mesh)
-    encode_image = None
-    if args.image:
-        encoder = nnx.eval_shape(
-            lambda: video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype)
-        )
-        load_state_dict(encoder, video_vae.vae_encoder_state_dict(tensors), prefix="")
-        encode_image = image_encoder(encoder, dtype)
-    parts = Components(
-        transformer=model,
-        geometry=geometry(config),
-        dtype=dtype,
-        upsample=_checkpoint_upsampler(args, video_decoder, dtype),
-        encode_image=encode_image,
-    )
-    version = str(config.get("model_version", config.get("transformer", {}).get("model_version", "")))
-    is_2_3 = version.startswith("2.3") or cfg.apply_gated_attention
-    defaults = {
-        **CHECKPOINT_DEFAULTS,
-        "num_inference_steps": 30 if is_2_3 else 40,
-        "stg_blocks": (28,) if is_2_3 else (29,),
-    }
-    encode_prompt = None if args.gemma_root is None else _gemma_prompt_encoder(args, config, tensors, mesh)
-    return Assembly(
-        model, stage_2, parts, decode_video, decode_audio, encode_prompt, defaults, str(args.checkpoint_path)
-    )
-
-
-def _gemma_prompt_encoder(
-    args: argparse.Namespace, config: dict[str, Any], tensors: dict[str, Any], mesh: Mesh
-) -> Callable[[str], PromptEmbeddings]:
-    """Gemma 3 from --gemma-root (weights split over the mesh) + the checkpoint's embeddings processor."""
-    from ltx_jax.text_encoders.gemma import build_prompt_encoder  # noqa: PLC0415 - only with --gemma-root
-
-    encoder = build_prompt_encoder(
-        args.gemma_root,
-        config,
-        tensors,
-        mesh=mesh if mesh.size > 1 else None,
-        # Cache hits are per process: with several processes one could skip a Gemma forward whose weights
-        # span all of them and hang the others, so the cache is used only in single-process runs.
-        cache_dir=args.prompt_cache_dir if jax.process_count() == 1 else None,
-        ltx_checkpoint_path=args.checkpoint_path,
-    )
-
-    def encode(text: str) -> PromptEmbeddings:
-        out = encoder.encode_prompt(text)
-        return PromptEmbeddings(out.video_encoding, out.audio_encoding)
-
-    return encode
-
-
-def _checkpoint_upsampler(args: argparse.Namespace, video_decoder: nnx.Module, dtype: jnp.dtype) -> Callable | None:
-    if args.spatial_upsampler_path is None:
-        if args.pipeline != "one-stage":
-            raise ValueError(f"--pipeline {args.pipeline} needs --spatial-upsampler-path (the 2x latent upsampler).")
-        return None
-    tensors, config = checkpoint_tensors(args.spatial_upsampler_path)
-    model = nnx.eval_shape(
-        lambda: upsampler.LatentUpsamplerConfigurator.from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype)
-    )
-    load_state_dict(model, tensors, prefix="")
-    return upsample_between_statistics(model, video_decoder)
 
 
 def upsample_between_statistics(model: nnx.Module, video_decoder: nnx.Module) -> Callable[[jax.Array], jax.Array]:
@@ -244,3 +140,8 @@ def upsample_between_statistics(model: nnx.Module, video_decoder: nnx.Module) ->
     statistics = video_decoder.per_channel_statistics
     mean, std = (getattr(statistics, name)[...] for name in ("mean-of-means", "std-of-means"))
     return jitted(model, lambda m, latent: upsampler.upsample_video(latent, m, mean, std))
+
+
+def encode_texts(encoder: PromptEncoder, texts: Sequence[str]) -> list[PromptEmbeddings]:
+    """Each text's video and audio contexts, all texts in one Gemma forward."""
+    return [PromptEmbeddings(out.video_encoding, out.audio_encoding) for out in encoder.encode_prompts(list(texts))]

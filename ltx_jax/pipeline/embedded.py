@@ -5,29 +5,26 @@ a tiny random Gemma 3 with a byte-level tokenizer as its text encoder.
 
 from __future__ import annotations
 
-import argparse
 import json
-from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
 from flax import nnx
-from jax.sharding import Mesh
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
 from ltx_jax.config import LTXConfig
 from ltx_jax.model import upsampler, video_vae
 from ltx_jax.model.model import LTXModel
 from ltx_jax.pipeline.components import (
-    Assembly,
+    PipelineModels,
     decoder_callables,
     decoder_modules,
     geometry,
     image_encoder,
     upsample_between_statistics,
 )
-from ltx_jax.pipeline.pipelines import Components
-from ltx_jax.pipeline.stages import PromptEmbeddings
+from ltx_jax.pipeline.pipelines import Components, Flow
+from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS
 from ltx_jax.text_encoders.gemma import (
     EmbeddingsProcessorConfigurator,
     Gemma3ModelConfig,
@@ -37,6 +34,7 @@ from ltx_jax.text_encoders.gemma import (
     PromptEncoder,
 )
 
+EMBEDDED_WEIGHTS_SEED = 10  # the weights of `scripts/generate.py` without a checkpoint
 _TINY_DIT = LTXConfig.tiny(
     num_layers=2,
     num_attention_heads=8,
@@ -110,7 +108,6 @@ EMBEDDED_CONFIG: dict[str, Any] = {
     },  # fmt: skip
 }
 EMBEDDED_UPSAMPLER = {"in_channels": 16, "mid_channels": 32, "num_blocks_per_stage": 1}
-EMBEDDED_DEFAULTS = {"height": 128, "width": 192, "num_frames": 25, "num_inference_steps": 8, "stg_blocks": (1,)}
 
 
 # 4 Gemma layers (3 sliding-window, 1 global) over a byte-level vocabulary; 128 tokens: the connectors'
@@ -136,7 +133,7 @@ def byte_tokenizer(max_length: int = EMBEDDED_MAX_LENGTH) -> LTXGemmaTokenizer:
     return LTXGemmaTokenizer(tokenizer, config, max_length)
 
 
-def embedded_prompt_encoder(config: dict[str, Any], seed: int) -> Callable[[str], PromptEmbeddings]:
+def embedded_prompt_encoder(config: dict[str, Any], seed: int) -> PromptEncoder:
     """Text -> bytes -> tiny random Gemma 3 -> V2 feature extractor -> connectors -> DiT contexts."""
     gemma = Gemma3TextModel(EMBEDDED_GEMMA, rngs=nnx.Rngs(seed + 5))
     processor = EmbeddingsProcessorConfigurator.from_config(
@@ -145,36 +142,34 @@ def embedded_prompt_encoder(config: dict[str, Any], seed: int) -> Callable[[str]
         num_layers=EMBEDDED_GEMMA.num_hidden_layers + 1,
         rngs=nnx.Rngs(seed + 6),
     )
-    encoder = PromptEncoder(GemmaTextEncoder(gemma, byte_tokenizer()), processor)
-
-    def encode(text: str) -> PromptEmbeddings:
-        out = encoder.encode_prompt(text)
-        return PromptEmbeddings(out.video_encoding, out.audio_encoding)
-
-    return encode
+    return PromptEncoder(GemmaTextEncoder(gemma, byte_tokenizer()), processor)
 
 
-def embedded(args: argparse.Namespace, mesh: Mesh) -> Assembly:
+def embedded_models(flow: Flow, seed: int = EMBEDDED_WEIGHTS_SEED) -> PipelineModels:
+    """The tiny random-weight models of `flow`, their weights drawn from `seed`."""
     config = json.loads(json.dumps(EMBEDDED_CONFIG))
-    cfg = LTXConfig.from_metadata(config)
-    model = LTXModel(cfg, rngs=nnx.Rngs(args.seed))
-    video_decoder, audio_decoder, vocoder = decoder_modules(config, None, args.seed, jnp.float32)
-    decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, args.seed)
-    upsample = encode_image = None
-    if args.pipeline != "one-stage":  # built only when used: random init of each module takes seconds on CPU
-        up = upsampler.LatentUpsamplerConfigurator.from_config(EMBEDDED_UPSAMPLER, rngs=nnx.Rngs(args.seed + 4))
+    model = LTXModel(LTXConfig.from_metadata(config), rngs=nnx.Rngs(seed))
+    video_decoder, audio_decoder, vocoder = decoder_modules(config, None, seed, jnp.float32)
+    decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder)
+    upsample = None
+    if flow != "one-stage":  # built only when used: random init of each module takes seconds on CPU
+        up = upsampler.LatentUpsamplerConfigurator.from_config(EMBEDDED_UPSAMPLER, rngs=nnx.Rngs(seed + 4))
         upsample = upsample_between_statistics(up, video_decoder)
-    if args.image:
-        encoder = video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(args.seed + 3))
-        encode_image = image_encoder(encoder, jnp.float32)
-    parts = Components(model, geometry(config), jnp.float32, upsample=upsample, encode_image=encode_image)
-    return Assembly(
-        model=model,
-        stage_2_model=None,
-        components=parts,
+
+    components = Components(
+        model,
+        geometry(config),
+        jnp.float32,
+        upsample=upsample,
+        encode_image=image_encoder(
+            lambda: video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(seed + 3)), jnp.float32
+        ),
+    )
+    return PipelineModels(
+        components=components,
         decode_video=decode_video,
         decode_audio=decode_audio,
-        encode_prompt=embedded_prompt_encoder(config, args.seed),
+        prompt_encoder=embedded_prompt_encoder(config, seed),
         defaults=EMBEDDED_DEFAULTS,
-        description="embedded tiny model with RANDOM weights (pass --checkpoint-path for a real one)",
+        description="embedded tiny model with RANDOM weights (pass a checkpoint for a real one)",
     )

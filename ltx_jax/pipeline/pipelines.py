@@ -64,7 +64,8 @@ class Components:
 
 @dataclasses.dataclass(frozen=True)
 class Request:
-    """One generation. Frames 8k+1; height/width multiples of 32 (64 for the two-stage flows)."""
+    """One generation. Frames 8k+1; height/width multiples of 32 (64 for the two-stage flows).
+    `negative` is the negative prompt's embeddings, needed when a cfg scale of `guidance` is not 1."""
 
     prompt: PromptEmbeddings
     height: int
@@ -74,30 +75,55 @@ class Request:
     seed: int
     num_inference_steps: int = 30
     guidance: Guidance = Guidance()
+    negative: PromptEmbeddings | None = None
     images: tuple[ImageCondition, ...] = ()
     max_batch_size: int | None = None
 
 
-def validate(request: Request, flow: Flow) -> None:
-    """Raises before any device work, naming the argument and the fix."""
+def check_flow(flow: str) -> None:
     if flow not in FLOWS:
         raise ValueError(f"flow must be one of {list(FLOWS)}, got {flow!r}.")
+
+
+def check_sizes(height: int, width: int, num_frames: int, frame_rate: float, flow: Flow) -> None:
+    """Raises `ValueError` naming the size and the fix: the VAE's 32x32x8 compression (64 in space
+    for the two-stage flows, whose first stage runs at half the size)."""
     divisor = 32 if flow == "one-stage" else 64
-    for name in ("height", "width"):
-        value = getattr(request, name)
+    for name, value in (("height", height), ("width", width)):
         if value <= 0 or value % divisor:
             raise ValueError(
                 f"{name}={value} must be a positive multiple of {divisor} for the {flow} flow "
                 f"(try {max(divisor, round(value / divisor) * divisor)})."
             )
-    if request.num_frames < 1 or (request.num_frames - 1) % 8:
-        fix = (request.num_frames - 1) // 8 * 8 + 1
-        raise ValueError(f"num_frames={request.num_frames} must be 8k+1 (e.g. {max(fix, 1)} or {fix + 8}).")
-    if request.frame_rate <= 0:
-        raise ValueError(f"frame_rate must be positive, got {request.frame_rate}.")
-    for image in request.images:
-        if not 0 <= image.frame_idx < request.num_frames:
-            raise ValueError(f"An image's frame index {image.frame_idx} is outside the {request.num_frames} frames.")
+    if num_frames < 1 or (num_frames - 1) % 8:
+        fix = (num_frames - 1) // 8 * 8 + 1
+        raise ValueError(f"num_frames={num_frames} must be 8k+1 (e.g. {max(fix, 1)} or {max(fix, 1) + 8}).")
+    if frame_rate <= 0:
+        raise ValueError(f"frame_rate must be positive, got {frame_rate}.")
+
+
+def check_images(images: Sequence[ImageCondition], num_frames: int) -> None:
+    for image in images:
+        if not isinstance(image, ImageCondition):
+            raise TypeError(f"images must hold ImageCondition(path, frame_idx, strength) entries, got {image!r}.")
+        if not 0 <= image.frame_idx < num_frames:
+            raise ValueError(
+                f"images: frame_idx={image.frame_idx} is outside the {num_frames} frames (0 to {num_frames - 1})."
+            )
+        if not 0.0 <= image.strength <= 1.0:
+            raise ValueError(f"images: strength={image.strength} must lie in [0, 1] (1 keeps the image exactly).")
+
+
+def validate(request: Request, flow: Flow) -> None:
+    """Raises before any device work, naming the argument and the fix."""
+    check_flow(flow)
+    check_sizes(request.height, request.width, request.num_frames, request.frame_rate, flow)
+    check_images(request.images, request.num_frames)
+    if flow != "distilled" and request.guidance.needs_negative_prompt() and request.negative is None:
+        raise ValueError(
+            "A cfg scale != 1 needs the negative prompt's embeddings (Request.negative); pass them, or set both "
+            "cfg scales to 1."
+        )
 
 
 def generate(components: Components, request: Request, flow: Flow) -> tuple[jax.Array | None, jax.Array | None]:
@@ -146,6 +172,7 @@ def _stage(
         geometry=components.geometry,
         dtype=components.dtype,
         guidance=guidance,
+        negative=request.negative,
         conditionings=_image_conditionings(components, request.images, shape),
         initial_video_latent=None if initial[0] is None else np.asarray(initial[0]),
         initial_audio_latent=None if initial[1] is None else np.asarray(initial[1]),

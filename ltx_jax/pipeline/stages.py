@@ -49,11 +49,14 @@ class PromptEmbeddings:
 
 @dataclasses.dataclass(frozen=True)
 class Guidance:
-    """Per-modality guidance and the negative prompt it contrasts with (None: no guidance)."""
+    """Guidance of each modality (the defaults run only the conditional pass: no guidance)."""
 
     video: MultiModalGuiderParams = MultiModalGuiderParams()
     audio: MultiModalGuiderParams = MultiModalGuiderParams()
-    negative: PromptEmbeddings | None = None
+
+    def needs_negative_prompt(self) -> bool:
+        """Whether CFG contrasts with a negative prompt (a cfg scale != 1)."""
+        return self.video.do_unconditional_generation() or self.audio.do_unconditional_generation()
 
 
 def denoise_audio_video(
@@ -66,6 +69,7 @@ def denoise_audio_video(
     geometry: LatentGeometry,
     dtype: jnp.dtype,
     guidance: Guidance = Guidance(),
+    negative: PromptEmbeddings | None = None,
     conditionings: Sequence[Conditioning] = (),
     initial_video_latent: np.ndarray | None = None,
     initial_audio_latent: np.ndarray | None = None,
@@ -73,7 +77,8 @@ def denoise_audio_video(
     max_batch_size: int | None = None,
     description: str = "denoising",
 ) -> tuple[jax.Array | None, jax.Array | None]:
-    """Denoises from noise (or a noised initial latent) along `sigmas`.
+    """Denoises from noise (or a noised initial latent) along `sigmas`, guided per `guidance` against
+    the `negative` prompt's embeddings (needed when a cfg scale is not 1).
 
     Returns the video latent `(B, C, F, H, W)` and audio latent `(B, C, T, M)` (None where the
     prompt has no context for that modality).
@@ -89,7 +94,7 @@ def denoise_audio_video(
     if prompt.audio is not None:
         audio = patchifiers.initial_audio_state(audio_shape, initial_audio_latent, dtype)
         audio = _noised(audio, key_audio, noise_scale, dtype)
-    negative = guidance.negative or PromptEmbeddings(None, None)
+    negative = negative or PromptEmbeddings(None, None)
     denoiser = GuidedDenoiser(
         forward,
         prompt.video,

@@ -21,10 +21,12 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from ltx_jax.model.attention import Attention, AttentionFn, auto_attention
+from ltx_jax.config import RopeType
+from ltx_jax.model.attention import Attention
+from ltx_jax.model.attention_backends import AttentionFn, auto_attention
 from ltx_jax.model.feed_forward import FeedForward
 from ltx_jax.model.normalization import rms_norm
-from ltx_jax.model.rope import PositionalEmbedding, RopeType, precompute_freqs_cis
+from ltx_jax.model.rope import PositionalEmbedding, precompute_freqs_cis
 
 _NORM_EPS = 1e-6
 

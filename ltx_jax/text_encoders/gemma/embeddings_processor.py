@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from ltx_jax.model.attention import AttentionFn, auto_attention
+from ltx_jax.model.attention_backends import AttentionFn, auto_attention
 from ltx_jax.text_encoders.gemma.config import GEMMA3_HIDDEN_STATES
 from ltx_jax.text_encoders.gemma.embeddings_connector import (
     AudioEmbeddings1DConnectorConfigurator,

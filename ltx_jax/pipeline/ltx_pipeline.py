@@ -1,0 +1,359 @@
+"""`LTXPipeline`: load the models once, then turn prompts into videos.
+
+    pipe = LTXPipeline.from_checkpoint("ltx-2.3-22b-dev.safetensors", gemma_root="gemma-3-12b-it", mesh=mesh)
+    out = pipe("A red fox trots through fresh snow", num_frames=121, seed=10)
+    out.save("fox.mp4")
+
+Every argument is checked before anything is loaded or any device work starts; a call with the
+shapes of an earlier one compiles nothing new, and the same seed gives the same video on any mesh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from collections.abc import Iterator, Sequence
+
+import jax
+import numpy as np
+from jax.sharding import Mesh
+
+from ltx_jax.config import LTXConfig
+from ltx_jax.convert.dit_tensors import Lora
+from ltx_jax.parallel import SequenceParallel, make_mesh
+from ltx_jax.parallel.exchange import ExchangeBackend
+from ltx_jax.parallel.strategies import Strategy, check_layout
+from ltx_jax.pipeline.components import PipelineModels, encode_texts
+from ltx_jax.pipeline.denoisers import Forward
+from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
+from ltx_jax.pipeline.media_io import write_mp4
+from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_models
+from ltx_jax.pipeline.pipelines import Flow, ImageCondition, Request, check_flow, generate
+from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
+from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
+
+PathLike = str | os.PathLike
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeOptions:
+    """How the DiT runs on the mesh.
+
+    Attributes:
+        strategy: "ulysses", "allgather_kv", "ring" or "usp" (`SequenceParallel`).
+        backend: the head exchange, "all_to_all" or "ffi" (the CUDA peer-to-peer kernel).
+        max_batch_size: guidance passes per forward (None: all of a step's passes in one).
+    """
+
+    strategy: Strategy = "ulysses"
+    backend: ExchangeBackend = "all_to_all"
+    max_batch_size: int | None = None
+
+    def check(self, cfg: LTXConfig, mesh: Mesh) -> None:
+        """Raises `ValueError` naming the option and the fix, before anything is built."""
+        if not isinstance(mesh, Mesh):
+            raise TypeError(f"mesh must be a jax.sharding.Mesh (ltx_jax.parallel.make_mesh(n)), got {mesh!r}.")
+        mb = self.max_batch_size
+        if mb is not None and (isinstance(mb, bool) or not isinstance(mb, int) or mb < 1):
+            raise ValueError(f"max_batch_size must be a positive integer or None (all passes at once), got {mb!r}.")
+        if self.backend == "ffi" and {d.platform for d in mesh.devices.flat} != {"gpu"}:
+            raise ValueError(
+                f"backend='ffi' is a CUDA kernel; this mesh is on {sorted({d.platform for d in mesh.devices.flat})}. "
+                "Use backend='all_to_all'."
+            )
+        check_layout(cfg, mesh, self.strategy, self.backend)
+
+
+@dataclasses.dataclass(frozen=True)
+class ForwardStats:
+    """The DiT forwards of one token count in a generation (the first one also compiled, if new)."""
+
+    forwards: int
+    median_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneratedVideo:
+    """One generation's result.
+
+    Attributes:
+        video: `(F, H, W, 3)` uint8 frames; None on processes other than 0 (only process 0 decodes).
+        audio: `(samples, channels)` float32 waveform in [-1, 1]; None without audio or off process 0.
+        frame_rate: frames per second.
+        sample_rate: audio samples per second (0 without audio).
+        video_latent, audio_latent: the final latents `(1, C, F, H, W)` and `(1, C, T, M)`.
+        settings: every argument the generation used, defaults filled in.
+        timings: wall seconds per phase ("prompt_encoding", "denoising", "video_decoding", "audio_decoding").
+        forwards: per video token count (None: audio only), the DiT forwards and their median time.
+    """
+
+    video: np.ndarray | None
+    audio: np.ndarray | None
+    frame_rate: float
+    sample_rate: int
+    video_latent: jax.Array | None
+    audio_latent: jax.Array | None
+    settings: GenerationSettings
+    timings: dict[str, float]
+    forwards: dict[int | None, ForwardStats]
+
+    def save(self, path: PathLike) -> None:
+        """Writes an mp4 (H.264 + AAC) to `path`; the file appears only when complete."""
+        if self.video is None:
+            raise ValueError(
+                f"This process ({jax.process_index()}) holds no frames: only process 0 decodes; save from it."
+            )
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"save: {os.fspath(path)!r} is a directory; give the mp4's file name.")
+        audio = None if self.audio is None else self.audio.T
+        write_mp4(path, self.video, self.frame_rate, audio, self.sample_rate)
+
+
+class TimedForward:
+    """The DiT, waited for after each forward, its wall time recorded per video token count."""
+
+    def __init__(self, forward: Forward) -> None:
+        self.forward, self.seconds = forward, {}
+
+    def __call__(self, video: object, audio: object, perturbations: object = None) -> tuple:
+        start = time.perf_counter()
+        out = jax.block_until_ready(self.forward(video, audio, perturbations))
+        tokens = None if video is None else video.latent.shape[1]
+        self.seconds.setdefault(tokens, []).append(time.perf_counter() - start)
+        return out
+
+
+class LTXPipeline:
+    """The models of one flow, loaded once, on a mesh; calling it generates a video.
+
+    Build it with `LTXPipeline.from_checkpoint(...)` (official files) or `LTXPipeline.embedded(...)`
+    (a tiny random-weight model, no download). The DiT runs under `SequenceParallel` on `mesh`.
+    """
+
+    def __init__(
+        self,
+        models: PipelineModels,
+        *,
+        flow: Flow = "one-stage",
+        mesh: Mesh | None = None,
+        runtime: RuntimeOptions = RuntimeOptions(),
+    ) -> None:
+        check_flow(flow)
+        mesh = make_mesh(1) if mesh is None else mesh
+        parts = models.components
+        self.config: LTXConfig = parts.transformer.cfg
+        runtime.check(self.config, mesh)
+        self.flow, self.mesh, self.runtime = flow, mesh, runtime
+        self.defaults: GenerationDefaults = models.defaults
+        self.description = models.description
+        self._timed = [
+            TimedForward(SequenceParallel(model, mesh, strategy=runtime.strategy, backend=runtime.backend))
+            for model in (parts.transformer, parts.stage_2_transformer)
+            if model is not None
+        ]
+        self._components = dataclasses.replace(
+            parts, transformer=self._timed[0], stage_2_transformer=self._timed[1] if len(self._timed) > 1 else None
+        )
+        self._decode_video, self._decode_audio = models.decode_video, models.decode_audio
+        self._prompt_encoder = models.prompt_encoder
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        checkpoint_path: PathLike,
+        *,
+        gemma_root: PathLike | None = None,
+        spatial_upsampler_path: PathLike | None = None,
+        distilled_lora: Lora | PathLike | None = None,
+        loras: Sequence[Lora | PathLike] = (),
+        flow: Flow = "one-stage",
+        mesh: Mesh | None = None,
+        strategy: Strategy = "ulysses",
+        backend: ExchangeBackend = "all_to_all",
+        shard_weights: bool = False,
+        dtype: str = "bfloat16",
+        prompt_cache_dir: PathLike | None = None,
+        max_batch_size: int | None = None,
+    ) -> LTXPipeline:
+        """The models of `flow` from official LTX-2 files (see `CheckpointFiles` and `RuntimeOptions`).
+        A LoRA given as a path has strength 1."""
+        files = CheckpointFiles(
+            checkpoint_path,
+            gemma_root=gemma_root,
+            spatial_upsampler_path=spatial_upsampler_path,
+            distilled_lora=None if distilled_lora is None else _as_lora(distilled_lora),
+            loras=tuple(_as_lora(lora) for lora in loras),
+            prompt_cache_dir=prompt_cache_dir,
+            dtype=dtype,
+            shard_weights=shard_weights,
+        )
+        return cls.from_files(files, flow=flow, mesh=mesh, runtime=RuntimeOptions(strategy, backend, max_batch_size))
+
+    @classmethod
+    def from_files(
+        cls, files: CheckpointFiles, *, flow: Flow, mesh: Mesh | None = None, runtime: RuntimeOptions = RuntimeOptions()
+    ) -> LTXPipeline:
+        """`from_checkpoint` with its options as typed values: checks everything from the files' headers,
+        then loads."""
+        check_flow(flow)
+        mesh = make_mesh(1) if mesh is None else mesh
+        files.check(flow)
+        runtime.check(files.dit_config(), mesh)
+        return cls(load_models(files, flow, mesh), flow=flow, mesh=mesh, runtime=runtime)
+
+    @classmethod
+    def embedded(
+        cls,
+        *,
+        flow: Flow = "one-stage",
+        mesh: Mesh | None = None,
+        strategy: Strategy = "ulysses",
+        backend: ExchangeBackend = "all_to_all",
+        max_batch_size: int | None = None,
+        weights_seed: int = EMBEDDED_WEIGHTS_SEED,
+    ) -> LTXPipeline:
+        """The embedded tiny model with RANDOM weights (`ltx_jax.pipeline.embedded`): every stage of a
+        real generation runs, in about a minute on a laptop CPU; the output is noise-like."""
+        check_flow(flow)
+        mesh = make_mesh(1) if mesh is None else mesh
+        runtime = RuntimeOptions(strategy, backend, max_batch_size)
+        runtime.check(LTXConfig.from_metadata(EMBEDDED_CONFIG), mesh)
+        return cls(embedded_models(flow, weights_seed), flow=flow, mesh=mesh, runtime=runtime)
+
+    def __call__(
+        self,
+        prompt: str | PromptEmbeddings,
+        *,
+        negative_prompt: str | PromptEmbeddings | None = None,
+        height: int | None = None,
+        width: int | None = None,
+        num_frames: int | None = None,
+        frame_rate: float | None = None,
+        num_inference_steps: int | None = None,
+        seed: int | None = None,
+        images: Sequence[ImageCondition] = (),
+        guidance: Guidance | None = None,
+    ) -> GeneratedVideo:
+        """Generates one video; None takes `self.defaults` (see `GenerationSettings` for each argument).
+
+        `prompt` is text (encoded by the pipeline's Gemma) or `PromptEmbeddings`; `negative_prompt`
+        likewise (None: the reference's default negative prompt, used where a cfg scale is not 1).
+        """
+        settings = GenerationSettings(
+            height, width, num_frames, frame_rate, num_inference_steps, seed, tuple(images), guidance
+        )
+        return self.generate(prompt, settings, negative_prompt=negative_prompt)
+
+    def generate(
+        self,
+        prompt: str | PromptEmbeddings,
+        settings: GenerationSettings | None = None,
+        *,
+        negative_prompt: str | PromptEmbeddings | None = None,
+    ) -> GeneratedVideo:
+        """`__call__` with the arguments as one `GenerationSettings` (None: every default)."""
+        settings = (settings or GenerationSettings()).resolve(self.defaults, self.flow)
+        timings: dict[str, float] = {}
+        with _timed(timings, "prompt_encoding"):
+            positive, negative = self._prompts(prompt, negative_prompt, settings.guidance)
+        request = Request(
+            prompt=positive,
+            height=settings.height,
+            width=settings.width,
+            num_frames=settings.num_frames,
+            frame_rate=settings.frame_rate,
+            seed=settings.seed,
+            num_inference_steps=settings.num_inference_steps,
+            guidance=settings.guidance,
+            negative=negative,
+            images=settings.images,
+            max_batch_size=self.runtime.max_batch_size,
+        )
+        for forward in self._timed:
+            forward.seconds.clear()
+        with _timed(timings, "denoising"):
+            video_latent, audio_latent = generate(self._components, request, self.flow)
+        video = audio = None
+        sample_rate = 0
+        if jax.process_index() == 0:  # the others computed the same latents; only process 0 decodes
+            with _timed(timings, "video_decoding"):
+                video = self._decode_video(video_latent, settings.seed)
+            if audio_latent is not None:
+                with _timed(timings, "audio_decoding"):
+                    waveform, sample_rate = self._decode_audio(audio_latent)
+                audio = np.ascontiguousarray(waveform.T)
+        return GeneratedVideo(
+            video, audio, settings.frame_rate, sample_rate, video_latent, audio_latent, settings, timings,
+            self._forward_stats(),
+        )  # fmt: skip
+
+    def _prompts(
+        self,
+        prompt: str | PromptEmbeddings,
+        negative_prompt: str | PromptEmbeddings | None,
+        guidance: Guidance,
+    ) -> tuple[PromptEmbeddings, PromptEmbeddings | None]:
+        """The contexts of the prompt and, where guidance contrasts with it, of the negative prompt."""
+        needs_negative = self.flow != "distilled" and guidance.needs_negative_prompt()
+        if isinstance(prompt, PromptEmbeddings):
+            self._check_embeddings("prompt", prompt)
+            if needs_negative and not isinstance(negative_prompt, PromptEmbeddings):
+                raise ValueError(
+                    "A cfg scale != 1 contrasts with the negative prompt: with prompt embeddings, pass "
+                    "negative_prompt=PromptEmbeddings(...) too, or set both cfg scales to 1."
+                )
+            if needs_negative:
+                self._check_embeddings("negative_prompt", negative_prompt)
+            return prompt, negative_prompt if needs_negative else None
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError(f"prompt must be a non-empty string or PromptEmbeddings, got {prompt!r}.")
+        if self._prompt_encoder is None:
+            raise ValueError(
+                "This pipeline has no text encoder: load it with gemma_root=GEMMA_DIR (Gemma 3 weights and "
+                "tokenizer), or pass prompt=PromptEmbeddings(video, audio) (and negative_prompt for guidance)."
+            )
+        if not needs_negative:
+            return encode_texts(self._prompt_encoder, [prompt])[0], None
+        negative = self.defaults.negative_prompt if negative_prompt is None else negative_prompt
+        if not isinstance(negative, str):
+            raise TypeError(f"negative_prompt must be text like the prompt, got {type(negative).__name__}.")
+        positive, negative_embeddings = encode_texts(self._prompt_encoder, [prompt, negative])
+        return positive, negative_embeddings
+
+    def _check_embeddings(self, name: str, embeddings: PromptEmbeddings) -> None:
+        """Each context this model needs, `(1, S, D)` at the model's context width."""
+        cfg = self.config
+        for modality, present, width in (
+            ("video", cfg.has_video, cfg.caption_channels or cfg.cross_attention_dim),
+            ("audio", cfg.has_audio, cfg.caption_channels or cfg.audio_cross_attention_dim),
+        ):
+            context = getattr(embeddings, modality)
+            if not present:
+                if context is not None:
+                    raise ValueError(f"{name}.{modality}: this is a model_type={cfg.model_type!r} model; pass None.")
+                continue
+            shape = None if context is None else np.shape(context)
+            if shape is None or len(shape) != 3 or shape[0] != 1 or shape[2] != width:
+                raise ValueError(f"{name}.{modality} must be a (1, S, {width}) context array, got shape {shape}.")
+
+    def _forward_stats(self) -> dict[int | None, ForwardStats]:
+        stats = {}
+        for forward in self._timed:
+            for tokens, seconds in forward.seconds.items():
+                warm = seconds[1:] or seconds  # the first forward of a shape may have compiled
+                stats[tokens] = ForwardStats(len(seconds), float(np.median(warm)))
+        return stats
+
+
+def _as_lora(lora: Lora | PathLike) -> Lora:
+    return lora if isinstance(lora, Lora) else Lora(os.fspath(lora))
+
+
+@contextlib.contextmanager
+def _timed(timings: dict[str, float], phase: str) -> Iterator[None]:
+    """Adds the block's wall time to `timings[phase]`."""
+    start = time.perf_counter()
+    yield
+    timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - start

@@ -1,0 +1,183 @@
+"""The models of a generation built from official checkpoint files.
+
+Source: `ltx_pipelines/utils/model_ledger.py` (which file holds which model). Unlike the reference,
+which builds each model again for every video, everything is built once and kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import Mesh
+
+from ltx_jax.config import LTXConfig
+from ltx_jax.convert.checkpoint import load_checkpoint
+from ltx_jax.convert.dit_tensors import Lora, checkpoint_config, parse_dtype
+from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors, parse_metadata_json
+from ltx_jax.convert.state_dict import load_state_dict
+from ltx_jax.model import upsampler, video_vae
+from ltx_jax.pipeline.components import (
+    PipelineModels,
+    decoder_callables,
+    decoder_modules,
+    geometry,
+    image_encoder,
+    upsample_between_statistics,
+)
+from ltx_jax.pipeline.pipelines import Components, Flow
+from ltx_jax.pipeline.settings import GenerationDefaults, checkpoint_defaults
+
+PathLike = str | os.PathLike
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointFiles:
+    """What to load, and how.
+
+    Attributes:
+        checkpoint_path: an official LTX-2 `.safetensors` (DiT, text connectors, VAEs, vocoder).
+        gemma_root: the Gemma 3 directory (weights + tokenizer) that encodes text prompts; None: the
+            caller passes `PromptEmbeddings`.
+        spatial_upsampler_path: the 2x latent upsampler `.safetensors` (the two-stage flows).
+        distilled_lora: the LoRA fused into the stage-2 DiT of the two-stage flow.
+        loras: LoRAs fused into every DiT.
+        prompt_cache_dir: cache prompt contexts here (keyed by prompt and weights).
+        dtype: parameter dtype of the DiT and the VAEs: "bfloat16", "float32" or "float16".
+        shard_weights: split the DiT's weights over the mesh (FSDP) instead of a copy per device.
+    """
+
+    checkpoint_path: PathLike
+    gemma_root: PathLike | None = None
+    spatial_upsampler_path: PathLike | None = None
+    distilled_lora: Lora | None = None
+    loras: tuple[Lora, ...] = ()
+    prompt_cache_dir: PathLike | None = None
+    dtype: str = "bfloat16"
+    shard_weights: bool = False
+
+    def check(self, flow: Flow) -> None:
+        """Raises `ValueError`/`FileNotFoundError` naming the argument and the fix; reads file headers only."""
+        _check_file("checkpoint_path", self.checkpoint_path, ".safetensors")
+        parse_dtype(self.dtype)
+        if self.gemma_root is not None and not Path(self.gemma_root).is_dir():
+            raise FileNotFoundError(f"gemma_root={os.fspath(self.gemma_root)!r} is not a directory (Gemma 3 weights).")
+        two_stage = flow in ("two-stage", "distilled")
+        if two_stage and self.spatial_upsampler_path is None:
+            raise ValueError(f"The {flow} flow needs spatial_upsampler_path (the 2x latent upsampler .safetensors).")
+        if self.spatial_upsampler_path is not None:
+            _check_file("spatial_upsampler_path", self.spatial_upsampler_path, ".safetensors")
+        if flow == "two-stage" and self.distilled_lora is None:
+            raise ValueError("The two-stage flow needs distilled_lora=Lora(PATH, STRENGTH) for its second stage.")
+        if flow != "two-stage" and self.distilled_lora is not None:
+            raise ValueError(
+                f"distilled_lora applies to the two-stage flow's second stage; the {flow} flow does not use it. "
+                "Drop it (the distilled flow runs the distilled checkpoint itself)."
+            )
+        named = [("distilled_lora", self.distilled_lora)] if self.distilled_lora else []
+        for name, lora in [*named, *(("loras", lora) for lora in self.loras)]:
+            _check_file(name, lora.path, ".safetensors")
+            if not math.isfinite(lora.strength):
+                raise ValueError(f"{name}: the strength of {lora.path} must be a finite number, got {lora.strength}.")
+
+    def dit_config(self) -> LTXConfig:
+        """The DiT's config from the checkpoint's header, without loading weights."""
+        return _header(self.checkpoint_path)[0]
+
+    def defaults(self, flow: Flow) -> GenerationDefaults:
+        """The reference's defaults for this checkpoint's model version and `flow`."""
+        return checkpoint_defaults(_header(self.checkpoint_path)[1], flow)
+
+
+def _check_file(name: str, path: PathLike, suffix: str) -> None:
+    if not str(path).endswith(suffix) or not Path(path).is_file():
+        raise FileNotFoundError(f"{name}={os.fspath(path)!r} must be an existing {suffix} file.")
+
+
+def _header(path: PathLike) -> tuple[LTXConfig, bool]:
+    """The DiT's config and whether it is LTX-2.3: the header's `model_version`, else the architecture
+    (gated attention is new in 2.3)."""
+    cfg, version = checkpoint_config(SafetensorsFile(path), None)
+    return cfg, (version or "").startswith("2.3") or cfg.apply_gated_attention
+
+
+def checkpoint_tensors(path: PathLike) -> tuple[dict[str, LazyTensor], dict[str, Any]]:
+    """A safetensors file's tensors (read on use) and its parsed `config` metadata."""
+    file = SafetensorsFile(path)
+    config = parse_metadata_json(file.metadata, "config") if "config" in file.metadata else {}
+    return lazy_tensors(file), config
+
+
+def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModels:
+    """Every model `flow` needs, from `files` (checked with `files.check(flow)` first), the DiTs on `mesh`."""
+    files.check(flow)
+    tensors, config = checkpoint_tensors(files.checkpoint_path)
+    dtype = jnp.dtype(files.dtype)
+    load = functools.partial(
+        load_checkpoint, files.checkpoint_path, mesh=mesh, dtype=dtype, shard_weights=files.shard_weights
+    )
+    model, _ = load(loras=files.loras)
+    stage_2 = load(loras=[*files.loras, files.distilled_lora])[0] if flow == "two-stage" else None
+    video_decoder, audio_decoder, vocoder = decoder_modules(config, tensors, 0, dtype)
+    decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, mesh)
+    upsample = None
+    if files.spatial_upsampler_path is not None:
+        upsample = upsample_between_statistics(_upsampler(files.spatial_upsampler_path, dtype), video_decoder)
+    components = Components(
+        transformer=model,
+        geometry=geometry(config),
+        dtype=dtype,
+        stage_2_transformer=stage_2,
+        upsample=upsample,
+        encode_image=image_encoder(functools.partial(_video_encoder, config, tensors, dtype), dtype),
+    )
+    prompt_encoder = None if files.gemma_root is None else _gemma_prompt_encoder(files, config, tensors, mesh)
+    is_2_3 = _header(files.checkpoint_path)[1]
+    return PipelineModels(
+        components=components,
+        decode_video=decode_video,
+        decode_audio=decode_audio,
+        prompt_encoder=prompt_encoder,
+        defaults=checkpoint_defaults(is_2_3, flow),
+        description=f"{os.fspath(files.checkpoint_path)} (LTX-{'2.3' if is_2_3 else '2'}, {dtype.name})",
+    )
+
+
+def _video_encoder(config: dict[str, Any], tensors: dict[str, Any], dtype: jnp.dtype) -> nnx.Module:
+    encoder = nnx.eval_shape(lambda: video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype))
+    load_state_dict(encoder, video_vae.vae_encoder_state_dict(tensors), prefix="")
+    return encoder
+
+
+def _upsampler(path: PathLike, dtype: jnp.dtype) -> nnx.Module:
+    tensors, config = checkpoint_tensors(path)
+    model = nnx.eval_shape(
+        lambda: upsampler.LatentUpsamplerConfigurator.from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype)
+    )
+    load_state_dict(model, tensors, prefix="")
+    return model
+
+
+def _gemma_prompt_encoder(
+    files: CheckpointFiles, config: dict[str, Any], tensors: dict[str, Any], mesh: Mesh
+) -> Any:  # noqa: ANN401 - a PromptEncoder, imported only with gemma_root
+    """Gemma 3 from `gemma_root` (weights split over the mesh) + the checkpoint's embeddings processor."""
+    from ltx_jax.text_encoders.gemma import build_prompt_encoder  # noqa: PLC0415 - only with gemma_root
+
+    return build_prompt_encoder(
+        files.gemma_root,
+        config,
+        tensors,
+        mesh=mesh if mesh.size > 1 else None,
+        # Cache hits are per process: with several processes one could skip a Gemma forward whose weights
+        # span all of them and hang the others, so the cache is used only in single-process runs.
+        cache_dir=files.prompt_cache_dir if jax.process_count() == 1 else None,
+        ltx_checkpoint_path=files.checkpoint_path,
+    )

@@ -1,0 +1,175 @@
+"""`ltx_jax.LTXPipeline` on the embedded default (8 simulated CPU devices): load once, generate many;
+no recompilation for the same shapes; the same seed gives the same video; bad arguments raise before
+anything is loaded or computed."""
+
+import ast
+import pathlib
+
+import av
+import jax
+import numpy as np
+import pytest
+
+import ltx_jax
+from ltx_jax.parallel import make_mesh
+from ltx_jax.pipeline import GenerationSettings, Guidance, ImageCondition, MultiModalGuiderParams, PromptEmbeddings
+
+ROOT = pathlib.Path(__file__).parents[1]
+BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"  # jax's event for every XLA compilation
+SMALL = {"height": 64, "width": 96, "num_frames": 9, "num_inference_steps": 2}
+
+
+@pytest.fixture(scope="module")
+def pipe():
+    return ltx_jax.LTXPipeline.embedded(mesh=make_mesh(8))
+
+
+class CompileCounter:
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self, event, duration, **kwargs):
+        self.count += event == BACKEND_COMPILE
+
+    def __enter__(self):
+        jax.monitoring.register_event_duration_secs_listener(self)
+        return self
+
+    def __exit__(self, *exc):
+        jax.monitoring.unregister_event_duration_listener(self)
+
+
+def test_generates_many_without_compiling_again(pipe, tmp_path):
+    first = pipe("a red fox", seed=3, **SMALL)
+    with CompileCounter() as compiles:
+        again = pipe("a red fox", seed=3, **SMALL)
+        other_seed = pipe("a red fox", seed=4, **SMALL)
+        other_prompt = pipe("a grey wolf", seed=3, **SMALL)
+    assert compiles.count == 0
+    np.testing.assert_array_equal(again.video, first.video)
+    np.testing.assert_array_equal(again.audio, first.audio)
+    assert not np.array_equal(other_seed.video, first.video)
+    assert not np.array_equal(other_prompt.video, first.video)
+
+    assert first.video.shape == (9, 64, 96, 3)
+    assert first.video.dtype == np.uint8
+    assert first.audio.ndim == 2
+    assert first.audio.shape[1] == 2
+    assert first.audio.dtype == np.float32
+    assert (first.frame_rate, first.sample_rate) == (24.0, 24000)
+    assert abs(first.audio.shape[0] / first.sample_rate - 9 / 24) < 0.05  # as long as the video
+    assert first.settings.seed == 3
+    assert first.settings.guidance == pipe.defaults.guidance
+    assert set(first.timings) == {"prompt_encoding", "denoising", "video_decoding", "audio_decoding"}
+    assert first.forwards[12].forwards == 2  # 2 steps at 2 x 2 x 3 latents, all guidance passes batched
+
+    path = tmp_path / "fox.mp4"
+    first.save(path)
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        assert sum(1 for _ in container.decode(video=0)) == 9
+        assert (stream.width, stream.height, float(stream.average_rate)) == (96, 64, 24.0)
+        assert container.streams.audio[0].sample_rate == 24000
+
+
+def test_embeddings_prompt_and_no_guidance(pipe):
+    """Contexts instead of text; without CFG no negative prompt is needed."""
+    encoder = pipe._prompt_encoder
+    (prompt,) = [PromptEmbeddings(o.video_encoding, o.audio_encoding) for o in encoder.encode_prompts(["a fox"])]
+    out = pipe(prompt, guidance=Guidance(), **SMALL)
+    assert out.video.shape == (9, 64, 96, 3)
+    with pytest.raises(ValueError, match="pass negative_prompt=PromptEmbeddings"):
+        pipe(prompt, **SMALL)
+
+
+def unused(*_, **__):
+    raise AssertionError("device work started before the arguments were checked")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"height": 0}, ValueError, "height=0 must be a positive multiple of 32"),
+        ({"height": 64.0}, TypeError, "height must be an integer"),
+        ({"num_frames": 10}, ValueError, r"num_frames=10 must be 8k\+1"),
+        ({"frame_rate": float("inf")}, ValueError, "frame_rate must be a finite number"),
+        ({"num_inference_steps": 1}, ValueError, "at least 2"),
+        ({"seed": "1"}, TypeError, "seed must be an integer"),
+        ({"images": [ImageCondition("missing.png", 0, 1.0)]}, FileNotFoundError, "missing.png"),
+        ({"images": [ImageCondition("missing.png", 9, 1.0)]}, ValueError, "frame_idx=9 is outside the 9 frames"),
+        ({"images": [ImageCondition("missing.png", 0, 1.5)]}, ValueError, r"strength=1.5 must lie in \[0, 1\]"),
+        ({"images": ["missing.png"]}, TypeError, "ImageCondition"),
+        ({"guidance": MultiModalGuiderParams()}, TypeError, "guidance must be a Guidance"),
+        ({"prompt": ""}, ValueError, "prompt must be a non-empty string"),
+        ({"prompt": PromptEmbeddings(np.zeros((1, 4, 3)), None)}, ValueError, r"prompt.video must be a \(1, S, 64\)"),
+        ({"negative_prompt": PromptEmbeddings(None, None)}, TypeError, "negative_prompt must be text"),
+    ],
+)
+def test_bad_arguments_raise_before_device_work(pipe, monkeypatch, kwargs, error, message):
+    monkeypatch.setattr(pipe, "_components", None)  # a flow reaching the models would fail otherwise
+    monkeypatch.setattr(pipe, "_decode_video", unused)
+    kwargs = {"prompt": "a fox", **SMALL, **kwargs}
+    with pytest.raises(error, match=message):
+        pipe(kwargs.pop("prompt"), **kwargs)
+
+
+def test_bad_construction_raises_before_loading(tmp_path):
+    with pytest.raises(FileNotFoundError, match="checkpoint_path=.*must be an existing .safetensors file"):
+        ltx_jax.LTXPipeline.from_checkpoint(tmp_path / "missing.safetensors")
+    with pytest.raises(ValueError, match="flow must be one of"):
+        ltx_jax.LTXPipeline.embedded(flow="three-stage")
+    with pytest.raises(ValueError, match="divisible by the mesh size"):
+        ltx_jax.LTXPipeline.embedded(mesh=make_mesh(3))
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        ltx_jax.LTXPipeline.embedded(strategy="sideways")
+    with pytest.raises(TypeError, match="mesh must be a jax.sharding.Mesh"):
+        ltx_jax.LTXPipeline.embedded(mesh=8)
+
+
+def test_distilled_flow_refuses_steps_and_guidance():
+    settings = GenerationSettings(num_inference_steps=4)
+    defaults = ltx_jax.pipeline.settings.EMBEDDED_DEFAULTS
+    with pytest.raises(ValueError, match="num_inference_steps=4: the distilled flow runs fixed sigmas"):
+        settings.resolve(defaults, "distilled")
+    assert GenerationSettings().resolve(defaults, "distilled").guidance == Guidance()
+
+
+def imports_of(path: pathlib.Path, modules: set[str]) -> set[str]:
+    """The ltx_jax modules `path` imports, at module level or inside functions (`from pkg import sub`
+    imports the module `pkg.sub`)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ltx_jax"):
+            named = {f"{node.module}.{alias.name}" for alias in node.names}
+            found.update(named & modules)
+            if named - modules:
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("ltx_jax"))
+    return found
+
+
+def test_library_has_no_import_cycle_and_no_argparse():
+    """Every import counts, function-level ones too (they only hide a cycle). A package's `__init__`
+    is its own node: `from ltx_jax.parallel import X` depends on it, `ltx_jax.parallel.mesh` does not."""
+    modules = {}
+    for path in sorted((ROOT / "ltx_jax").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {name: imports_of(path, set(modules)) & set(modules) - {name} for name, path in modules.items()}
+    for name, path in modules.items():
+        assert "argparse" not in {a.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Import)
+                                  for a in n.names}, f"{name} imports argparse"  # fmt: skip
+    state = {}
+
+    def visit(name, trail):
+        state[name] = "open"
+        for target in sorted(graph[name]):
+            assert state.get(target) != "open", f"import cycle: {' -> '.join([*trail, name, target])}"
+            if target not in state:
+                visit(target, [*trail, name])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [])
