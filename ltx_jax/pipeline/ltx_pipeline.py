@@ -215,7 +215,8 @@ class LTXPipeline:
         weights_seed: int = EMBEDDED_WEIGHTS_SEED,
     ) -> LTXPipeline:
         """The embedded tiny model with RANDOM weights (`ltx_jax.pipeline.embedded`): every stage of a
-        real generation runs, in about a minute on a laptop CPU; the output is noise-like."""
+        real generation runs (building it takes about a minute on a 2-core CPU, mostly random
+        initialisation; a generation then a few seconds); the output is noise-like."""
         check_flow(flow)
         mesh = make_mesh(1) if mesh is None else mesh
         runtime = RuntimeOptions(strategy, backend, max_batch_size)
