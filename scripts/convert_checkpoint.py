@@ -20,7 +20,7 @@ import argparse
 import logging
 import sys
 
-from generate import cluster_size
+from cluster import cluster_size
 
 from ltx_jax.convert.checkpoint import convert_checkpoint
 from ltx_jax.convert.dit_tensors import Lora, config_from_json_file

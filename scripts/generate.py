@@ -14,16 +14,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
-import json
-import os
-import socket
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any, get_args
 
+from cluster import check_same_arguments, cluster_size, join_cluster
 from device_setup import simulate_cpu_devices_if_needed
 
 # Imported before JAX's backends start: none of these modules touches a device at import.
@@ -32,6 +28,7 @@ from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy
 from ltx_jax.pipeline import FLOWS, GenerationSettings, Guidance, ImageCondition
 from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS, checkpoint_defaults, reference_guidance
+from ltx_jax.user_cache import cache_dir
 
 DEFAULT_PROMPT = "A red fox trots through fresh snow at dawn, birds singing."
 _REFERENCE = reference_guidance(28).video
@@ -85,6 +82,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--output-path", type=Path, default=Path("output.mp4"), help="mp4 to write (default output.mp4)")
     run.add_argument("--save-latents", type=Path, help="also write the final video/audio latents to this .npz")
     run.add_argument("--dtype", choices=list(PARAM_DTYPES), help="weights with --checkpoint-path (default bfloat16)")
+    run.add_argument(
+        "--compile-cache-dir",
+        default=str(cache_dir() / "jax_compilation"),
+        help="JAX's persistent compilation cache, shared by runs and processes (default: %(default)s; 'none': off)",
+    )
     cluster = parser.add_argument_group("several processes (jax.distributed; auto-detected under SLURM / Open MPI)")
     cluster.add_argument("--coordinator-address", help="HOST:PORT of process 0's coordinator")
     cluster.add_argument("--num-processes", type=int, help="processes in the job")
@@ -107,7 +109,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     gen = parser.add_argument_group("generation (unset: the pipeline's default)")
     gen.add_argument("--pipeline", choices=FLOWS, default="one-stage")
-    gen.add_argument("--prompt", default=DEFAULT_PROMPT)
+    gen.add_argument("--prompt", action="append", help=f"repeatable: one video each (default {DEFAULT_PROMPT!r})")
+    gen.add_argument("--prompts-file", type=Path, help="a text file, one prompt per line: one video each")
     gen.add_argument("--negative-prompt", help="default: the reference's")
     gen.add_argument("--height", type=int, help=size_help("height", "pixels"))
     gen.add_argument("--width", type=int, help=size_help("width", "pixels"))
@@ -224,13 +227,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         images_of(args), guidance_of(args, defaults.guidance),
     )  # fmt: skip
     settings.resolve(defaults, args.pipeline)  # every generation argument checked before anything is built
-    prompt, negative = (args.prompt, args.negative_prompt)
+    prompts, negative = prompts_of(args), args.negative_prompt
     if args.prompt_embeddings is not None:
         prompt, negative = load_prompt_embeddings(args.prompt_embeddings)
+        prompts = [prompt]
     if args.strategy == "usp" and args.ulysses_degree is None:
         raise ValueError("--strategy usp needs --ulysses-degree U (devices per Ulysses group, dividing --mesh).")
     mesh = make_mesh(args.mesh, ulysses=args.ulysses_degree if args.strategy == "usp" else None)
     runtime = RuntimeOptions(args.strategy, args.backend, args.max_batch_size)
+    compilations = Compilations()
     start = time.perf_counter()
     if files is None:
         parallel = {"strategy": args.strategy, "backend": args.backend, "max_batch_size": args.max_batch_size}
@@ -238,14 +243,68 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         pipe = LTXPipeline.from_files(files, flow=args.pipeline, mesh=mesh, runtime=runtime)
     load_s = time.perf_counter() - start
-    out = pipe.generate(prompt, settings, negative_prompt=negative)
-    if jax.process_index() == 0:  # only process 0 decodes and writes
-        args.output_path.parent.mkdir(parents=True, exist_ok=True)
-        out.save(args.output_path)
-        if args.save_latents is not None:
-            save_latents(args.save_latents, out)
+    videos = []
+    for i, prompt in enumerate(prompts):  # the models are loaded and compiled once for all of them
+        with compilations:
+            out = pipe.generate(prompt, settings, negative_prompt=negative)
+        path = numbered(args.output_path, i, len(prompts))
+        if jax.process_index() == 0:  # only process 0 decodes and writes
+            path.parent.mkdir(parents=True, exist_ok=True)
+            out.save(path)
+            if args.save_latents is not None:
+                save_latents(numbered(args.save_latents, i, len(prompts)), out)
+        videos.append({"output": out, "path": path, "compiling": compilations.summary()})
     return {"weights": pipe.description, "pipeline": args.pipeline, "mesh": describe_mesh(mesh, runtime),
-            "load_s": load_s, "output": out, "path": args.output_path}  # fmt: skip
+            "load_s": load_s, "videos": videos}  # fmt: skip
+
+
+def prompts_of(args: argparse.Namespace) -> list[str]:
+    """--prompt (repeatable) and the lines of --prompts-file, in that order; the default prompt if neither."""
+    prompts = list(args.prompt or [])
+    if args.prompts_file is not None:
+        if not args.prompts_file.is_file():
+            raise FileNotFoundError(f"--prompts-file {args.prompts_file} does not exist.")
+        prompts += [line.strip() for line in args.prompts_file.read_text().splitlines() if line.strip()]
+        if not prompts:
+            raise ValueError(f"--prompts-file {args.prompts_file} holds no prompt (one per line).")
+    if prompts and args.prompt_embeddings is not None:
+        raise ValueError("--prompt-embeddings replaces the text prompts: drop --prompt and --prompts-file.")
+    return prompts or [DEFAULT_PROMPT]
+
+
+def numbered(path: Path, index: int, count: int) -> Path:
+    """`path` for one video; `stem-001.mp4`, `stem-002.mp4`, ... for several."""
+    return path if count == 1 else path.with_name(f"{path.stem}-{index + 1:03d}{path.suffix}")
+
+
+class Compilations:
+    """XLA compilations while active (`with compilations:`): how many, their seconds, and how many came
+    from the persistent cache instead. JAX reports both through `jax.monitoring`."""
+
+    COMPILE, CACHE_HIT = "/jax/core/compile/backend_compile_duration", "/jax/compilation_cache/cache_hits"
+
+    def __init__(self) -> None:
+        import jax  # noqa: PLC0415
+
+        self.active, self.seconds, self.count, self.hits = False, 0.0, 0, 0
+        jax.monitoring.register_event_duration_secs_listener(self._duration)
+        jax.monitoring.register_event_listener(self._event)
+
+    def _duration(self, event: str, seconds: float, **_: object) -> None:
+        if self.active and event == self.COMPILE:
+            self.seconds, self.count = self.seconds + seconds, self.count + 1
+
+    def _event(self, event: str, **_: object) -> None:
+        self.hits += self.active and event == self.CACHE_HIT
+
+    def __enter__(self) -> None:
+        self.active, self.seconds, self.count, self.hits = True, 0.0, 0, 0
+
+    def __exit__(self, *exc: object) -> None:
+        self.active = False
+
+    def summary(self) -> str:
+        return f"{self.count} programs in {self.seconds:.1f} s, {self.hits} from the persistent cache"
 
 
 def save_latents(path: Path, out: Any) -> None:  # noqa: ANN401 - a GeneratedVideo
@@ -261,93 +320,23 @@ def describe_mesh(mesh: Any, runtime: Any) -> str:  # noqa: ANN401
 
 
 def format_summary(info: dict[str, Any]) -> str:
-    out = info["output"]
-    s = out.settings
     lines = [f"{key:>10}: {info[key]}" for key in ("weights", "pipeline", "mesh")]
-    lines.append(f"{'video':>10}: {s.width}x{s.height}, {s.num_frames} frames at {s.frame_rate:g} fps")
-    audio = "none" if out.audio is None else f"{out.audio.shape[0] / out.sample_rate:.2f} s at {out.sample_rate} Hz"
-    lines.append(f"{'audio':>10}: {audio if out.video is not None else '(decoded by process 0)'}")
-    lines.append(f"{'steps':>10}: {s.num_inference_steps}")
-    for tokens, stats in out.forwards.items():
-        label = "audio only" if tokens is None else f"{tokens} video tokens"
-        lines.append(f"{'DiT':>10}: {label}: {stats.forwards} forwards, {stats.median_s * 1e3:.1f} ms each (median)")
-    phases = ", ".join(f"{phase.replace('_', ' ')} {t:.1f} s" for phase, t in out.timings.items())
-    lines.append(f"{'time':>10}: loading {info['load_s']:.1f} s, {phases}, total {info.get('total_s', 0.0):.1f} s")
-    written = info["path"] if out.video is not None else "(written by process 0)"
-    lines.append(f"{'output':>10}: {written}")
+    lines.append(f"{'loading':>10}: {info['load_s']:.1f} s")
+    for video in info["videos"]:
+        out, s = video["output"], video["output"].settings
+        size = f"{s.width}x{s.height}, {s.num_frames} frames at {s.frame_rate:g} fps"
+        lines.append(f"{'video':>10}: {size}, {s.num_inference_steps} steps")
+        audio = "none" if out.audio is None else f"{out.audio.shape[0] / out.sample_rate:.2f} s at {out.sample_rate} Hz"
+        lines.append(f"{'audio':>10}: {audio if out.video is not None else '(decoded by process 0)'}")
+        for tokens, stats in out.forwards.items():
+            label = "audio only" if tokens is None else f"{tokens} video tokens"
+            median = f"{stats.median_s * 1e3:.1f} ms each (median)"
+            lines.append(f"{'DiT':>10}: {label}: {stats.forwards} forwards, {median}")
+        phases = ", ".join(f"{phase.replace('_', ' ')} {t:.1f} s" for phase, t in out.timings.items())
+        lines.append(f"{'time':>10}: {phases}; compiling: {video['compiling']}")
+        lines.append(f"{'output':>10}: {video['path'] if out.video is not None else '(written by process 0)'}")
+    lines.append(f"{'total':>10}: {info.get('total_s', 0.0):.1f} s")
     return "\n".join(lines)
-
-
-def check_same_arguments(args: argparse.Namespace) -> None:
-    """In a multi-process run every process must be given the same generation arguments."""
-    import jax  # noqa: PLC0415
-    import numpy as np  # noqa: PLC0415
-
-    if jax.process_count() == 1:
-        return
-    from jax.experimental import multihost_utils  # noqa: PLC0415
-
-    # Only process 0 writes, so the output paths may differ; everything that shapes the result may not.
-    local = ("process_id", "output_path", "save_latents")
-    relevant = {k: str(v) for k, v in sorted(vars(args).items()) if k not in local}
-    digest = np.frombuffer(hashlib.sha256(json.dumps(relevant).encode()).digest()[:8], np.int32)
-    try:
-        multihost_utils.assert_equal(digest)
-    except AssertionError:
-        raise ValueError(
-            "the processes were given different generation arguments: start every process with the same flags "
-            "(only --process-id and the output paths may differ)."
-        ) from None
-
-
-def cluster_size(args: argparse.Namespace) -> int:
-    """Processes in this job: the flags, else SLURM's or Open MPI's environment, else 1."""
-    if args.num_processes is not None:
-        return args.num_processes
-    for variable in ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"):
-        if os.environ.get(variable, "1").isdigit() and int(os.environ.get(variable, "1")) > 1:
-            return int(os.environ[variable])
-    return 1
-
-
-def wait_for_coordinator(address: str, timeout_s: float) -> None:
-    """Polls the coordinator's TCP port until it accepts a connection or `timeout_s` passes."""
-    host, _, port = address.rpartition(":")
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with socket.create_connection((host, int(port)), timeout=1.0):
-                return
-        except OSError as error:
-            if time.monotonic() > deadline:
-                sys.exit(
-                    f"error: could not join the cluster at {address} within {timeout_s:g} s ({error}). Start process 0 "
-                    "(it hosts the coordinator) and give every process the same --coordinator-address."
-                )
-            time.sleep(0.25)
-
-
-def join_cluster(jax: ModuleType, args: argparse.Namespace, cpu: bool) -> None:
-    """`jax.distributed.initialize` with the flags (None: JAX's own SLURM / Open MPI detection), bounded."""
-    if cpu:
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    if args.coordinator_address and args.process_id:
-        # JAX aborts the whole process (no Python exception) when the coordinator never answers.
-        wait_for_coordinator(args.coordinator_address, args.distributed_timeout)
-    try:
-        jax.distributed.initialize(
-            args.coordinator_address,
-            args.num_processes,
-            args.process_id,
-            initialization_timeout=args.distributed_timeout,
-        )
-    except Exception as error:  # noqa: BLE001 - JAX raises several types; all mean "no cluster"
-        where = args.coordinator_address or "the address JAX detected"
-        sys.exit(
-            f"error: could not join the cluster at {where} within {args.distributed_timeout} s ({error}). Start "
-            "every process with the same --coordinator-address and --num-processes and distinct --process-id."
-        )
-
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
@@ -361,6 +350,9 @@ def main(argv: list[str] | None = None) -> None:
 
     if processes > 1 or args.coordinator_address:
         join_cluster(jax, args, cpu)
+    if args.compile_cache_dir != "none":  # keyed by JAX (program, devices, versions): safe to share
+        jax.config.update("jax_compilation_cache_dir", args.compile_cache_dir)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     start = time.perf_counter()
     print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})")
     try:

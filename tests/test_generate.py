@@ -5,6 +5,7 @@ on the mesh."""
 import json
 import logging
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -73,7 +74,7 @@ def test_two_stage_flows_run_on_the_mesh(tmp_path, flow):
     info = generate.run(args)
     assert probe(out)[:3] == (9, (128, 128), 24.0)
     # stage 1 at half resolution (2 x 2 latents x 2 frames), stage 2 at full (4 x 4 x 2)
-    assert set(info["output"].forwards) == {8, 32}
+    assert set(info["videos"][0]["output"].forwards) == {8, 32}
 
 
 SMALL = {"height": 128, "width": 192, "num_frames": 9, "num_inference_steps": 3, "seed": 1}
@@ -249,7 +250,7 @@ def test_two_stage_from_files_with_upsampler_and_distilled_lora(tmp_path):
     assert float(np.abs(stage_2 - stage_1).max()) > 0.1  # the LoRA is fused into stage 2 only
     info = generate.run(args)
     assert probe(out)[:3] == (9, (128, 128), 24.0)
-    assert set(info["output"].forwards) == {8, 32}
+    assert set(info["videos"][0]["output"].forwards) == {8, 32}
 
 
 def test_context_parallel_strategies_generate_the_same_latents(tmp_path):
@@ -266,3 +267,48 @@ def test_context_parallel_strategies_generate_the_same_latents(tmp_path):
             reference = latents["ulysses"][stream]
             error = np.abs(latents[strategy][stream] - reference).max() / np.abs(reference).max()
             assert error <= SP_TOLERANCE, f"{strategy} {stream}: {error:.2e}"
+
+
+TINY_RUN = ["--num-frames", "9", "--height", "64", "--width", "64", "--num-inference-steps", "2"]
+
+
+def test_several_prompts_load_and_compile_once(tmp_path):
+    """--prompt twice and a --prompts-file line: three numbered mp4s from one pipeline; after the first
+    video nothing compiles."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("a grey wolf\n\n")
+    argv = ["--mesh", "8", *TINY_RUN, "--prompt", "a red fox", "--prompt", "an owl", "--prompts-file", str(prompts)]
+    info = generate.run(generate.parse_args([*argv, "--output-path", str(tmp_path / "fox.mp4")]))
+    paths = [video["path"] for video in info["videos"]]
+    assert paths == [tmp_path / f"fox-00{i}.mp4" for i in (1, 2, 3)]
+    assert all(probe(path)[0] == 9 for path in paths)
+    assert [video["compiling"].split()[0] for video in info["videos"]][1:] == ["0", "0"]
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    for extra, message in ((["--prompts-file", str(empty)], "holds no prompt"),
+                           (["--prompts-file", str(tmp_path / "none.txt")], "does not exist")):  # fmt: skip
+        with pytest.raises((ValueError, FileNotFoundError), match=message):
+            generate.run(generate.parse_args([*extra, "--output-path", str(tmp_path / "x.mp4")]))
+
+
+def compile_report(output: str) -> tuple[int, float, int]:
+    """(programs, seconds, cache hits) of the summary's first 'compiling:' line."""
+    match = re.search(r"compiling: (\d+) programs in ([\d.]+) s, (\d+) from the persistent cache", output)
+    assert match, output[-2000:]
+    return int(match[1]), float(match[2]), int(match[3])
+
+
+def test_a_second_run_with_the_same_compilation_cache_compiles_less(tmp_path):
+    """generate.py twice in fresh processes with one --compile-cache-dir: the second takes most programs
+    from the cache and spends a fraction of the first's compile time (a ratio, not a wall-clock bound)."""
+    command = [sys.executable, "scripts/generate.py", "--mesh", "2", *TINY_RUN, "--compile-cache-dir",
+               str(tmp_path / "cache"), "--output-path", str(tmp_path / "out.mp4")]  # fmt: skip
+    reports = []
+    for _ in range(2):
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+        assert result.returncode == 0, result.stderr[-3000:]
+        reports.append(compile_report(result.stdout))
+    (programs, first_s, first_hits), (_, second_s, second_hits) = reports
+    assert first_hits == 0
+    assert second_hits >= programs // 2
+    assert second_s < 0.5 * first_s

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -30,7 +32,7 @@ from orbax.checkpoint import v1 as ocp
 
 from ltx_jax.config import LTXConfig
 from ltx_jax.convert.dit_tensors import DitTensors, Lora, checkpoint_config, parse_dtype
-from ltx_jax.convert.placement import make_array_from_reader
+from ltx_jax.convert.placement import make_array_from_reader, make_transposed_array_from_reader
 from ltx_jax.convert.safetensors_file import SafetensorsFile
 from ltx_jax.convert.state_dict import expected_keys, transpose
 from ltx_jax.model.attention_backends import AttentionBackend
@@ -41,6 +43,7 @@ FORMAT_FILE = "ltx_jax_checkpoint.json"
 PARAMS_DIR = "params"
 FORMAT_VERSION = 1
 FLUSH_BYTES = 64 * 2**20  # converted bytes held in memory before an Orbax partial save
+LOAD_THREADS = 8  # tensors read and placed at once by load_checkpoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +195,7 @@ def load_checkpoint(
     config: Mapping[str, Any] | None = None,
     loras: Sequence[Lora] = (),
     attention_backend: AttentionBackend = "auto",
+    progress: bool = True,
 ) -> tuple[LTXModel, LTXConfig]:
     """Loads a converted Orbax directory or an official `.safetensors` file as `(model, cfg)`.
 
@@ -205,6 +209,7 @@ def load_checkpoint(
         config: for `.safetensors` only: the config JSON, replacing the file's metadata.
         loras: for `.safetensors` only: LoRAs fused at load time (convert_checkpoint fuses them
             into a converted checkpoint).
+        progress: a progress bar on stderr while a `.safetensors` file loads.
     """
     target = parse_dtype(dtype)
     if shard_weights and mesh is None:
@@ -215,7 +220,7 @@ def load_checkpoint(
             raise ValueError("config and loras apply to .safetensors files; a converted checkpoint has them built in.")
         return _load_converted(path, mesh, target, shard_weights, attention_backend)
     if path.endswith(".safetensors") and os.path.isfile(path):
-        return _load_safetensors(path, mesh, target, shard_weights, config, tuple(loras), attention_backend)
+        return _load_safetensors(path, mesh, target, shard_weights, config, tuple(loras), attention_backend, progress)
     raise ValueError(
         f"load_checkpoint: {path!r} is neither a directory written by convert_checkpoint nor a .safetensors file."
     )
@@ -241,6 +246,7 @@ def _load_safetensors(
     config: Mapping[str, Any] | None,
     loras: tuple[Lora, ...],
     attention_backend: AttentionBackend,
+    progress: bool,
 ) -> tuple[LTXModel, LTXConfig]:
     st = SafetensorsFile(path)
     cfg, _ = checkpoint_config(st, config)
@@ -248,19 +254,26 @@ def _load_safetensors(
     table = expected_keys(model)
     tensors = DitTensors(st, dtype, loras)
     tensors.check_against(table)
-    values = {}
-    for key, (param_path, transposed, torch_shape, _) in table.items():
+
+    def place(key: str, transposed: bool, torch_shape: tuple[int, ...]) -> jax.Array:
         shape = tuple(reversed(torch_shape)) if transposed else torch_shape
-        sharding = _sharding(shape, mesh, shard_weights)
-        values[param_path] = make_array_from_reader(shape, sharding, _box_reader(tensors, key, transposed))
+        place_from = make_transposed_array_from_reader if transposed else make_array_from_reader
+        return place_from(shape, _sharding(shape, mesh, shard_weights), lambda box: tensors.read(key, box))
+
+    total = sum(math.prod(torch_shape) * dtype.itemsize for _, _, torch_shape, _ in table.values())
+    bar = _Progress(total, f"loading {os.path.basename(path)}", progress)
+    # Reads (the GIL released), host-to-device transfers and device transposes of several tensors
+    # overlap; each thread holds one tensor on the host at a time.
+    try:
+        with ThreadPoolExecutor(LOAD_THREADS) as pool:
+            futures = [(entry, pool.submit(place, key, *entry[1:3])) for key, entry in table.items()]
+            values = {}
+            for (param_path, _, torch_shape, _), future in futures:
+                values[param_path] = future.result()
+                bar.update(math.prod(torch_shape) * dtype.itemsize)
+    finally:
+        bar.close()
     return _set_params(model, values), cfg
-
-
-def _box_reader(tensors: DitTensors, key: str, transposed: bool) -> Callable[[tuple[slice, ...]], np.ndarray]:
-    """JAX-layout box -> that box of parameter `key`, read from the file in ltx-core layout."""
-    if not transposed:
-        return lambda box: tensors.read(key, box)
-    return lambda box: transpose(tensors.read(key, box[::-1]))
 
 
 def _load_converted(

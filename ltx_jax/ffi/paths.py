@@ -18,8 +18,9 @@ from pathlib import Path
 
 import jax
 
+from ltx_jax.user_cache import CACHE_ENV, cache_dir
+
 LIBRARY_ENV = "LTX_JAX_FFI_LIBRARY"  # path of a prebuilt libltx_all2all.so
-CACHE_ENV = "LTX_JAX_CACHE_DIR"
 ARCH_ENV = "LTX_JAX_CUDA_ARCH"
 LIBRARY_NAME = "libltx_all2all.so"
 BUILD_COMMAND = "python -m ltx_jax.ffi.build"
@@ -72,14 +73,6 @@ def source_hash() -> str:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:SOURCE_HASH_CHARS]
-
-
-def cache_dir() -> Path:
-    """`$LTX_JAX_CACHE_DIR`, else `$XDG_CACHE_HOME/ltx_jax`, else `~/.cache/ltx_jax`."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "ltx_jax"
 
 
 def library_dir(arch: str | None = None) -> Path:
