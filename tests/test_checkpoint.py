@@ -14,11 +14,14 @@ from flax import nnx
 from ltx_core.loader.fuse_loras import apply_loras
 from ltx_core.loader.primitives import LoraStateDictWithStrength, StateDict
 from ltx_core_twin import default_inputs, relative_error, run_jax, torch_model
+from safetensors import safe_open
 from safetensors.torch import save_file
 
 import ltx_jax
 from ltx_jax.convert.dit_tensors import Lora
+from ltx_jax.convert.lora import load_lora
 from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys
+from ltx_jax.model.lora import fused_kernel, with_lora
 from ltx_jax.parallel import SequenceParallel, make_mesh
 
 # Heads divisible by 8 so the same model also runs on an 8-device mesh.
@@ -95,6 +98,60 @@ def test_lora_fusion_matches_ltx_core(tmp_path, reference):
     for key in targets:
         assert not torch.equal(fused.sd[key], base[key])
     assert_identical(model, expected_outputs(fused.sd, jnp.bfloat16), jnp.bfloat16)
+
+
+def write_lora(path, base: dict, targets: list[str], rank: int = 4) -> None:
+    generator = torch.Generator().manual_seed(0)
+    lora = {}
+    for key in targets:
+        out_features, in_features = base[key].shape
+        module = f"diffusion_model.{key.removesuffix('.weight')}"
+        lora[f"{module}.lora_A.weight"] = torch.randn(rank, in_features, generator=generator).bfloat16()
+        lora[f"{module}.lora_B.weight"] = torch.randn(out_features, rank, generator=generator).bfloat16()
+    save_file(lora, str(path))
+
+
+@pytest.mark.parametrize("shard_weights", [False, True])
+def test_lora_applied_in_the_forward_equals_fused(tmp_path, reference, shard_weights):
+    """`with_lora` (block LoRAs added as each block runs, an outer one fused up front) under SequenceParallel on
+    8 devices, the base weights replicated or FSDP-sharded, equals the model with the LoRA fused at load time
+    (float32), shares the base model's arrays and leaves them as they were; in bf16 its fused weights are
+    ltx-core's `apply_loras` weights bit for bit."""
+    base = {k: v.to(torch.bfloat16) for k, v in reference.state_dict().items()}
+    targets = ["transformer_blocks.0.attn1.to_q.weight", "transformer_blocks.1.ff.net.2.weight", "patchify_proj.weight"]
+    lora = Lora(str(tmp_path / "lora.safetensors"), 0.7)
+    write_lora(lora.path, base, targets)
+    src = tmp_path / "base.safetensors"
+    write_checkpoint(src, CFG, official_state({k: v.float() for k, v in base.items()}, torch.float32))
+    mesh = make_mesh(8)
+    load = dict(mesh=mesh, dtype=jnp.float32, shard_weights=shard_weights, progress=False)
+    model, _ = ltx_jax.load_checkpoint(src, **load)
+    fused, _ = ltx_jax.load_checkpoint(src, loras=[lora], **load)
+    before = np.asarray(model.patchify_proj.kernel.get_value())
+    stage_2 = with_lora(model, load_lora(model, lora, mesh=mesh))
+    video, audio = (m.to_jax() for m in default_inputs(CFG, video_tokens=50))
+    expected = SequenceParallel(fused, mesh)(video, audio)
+    without = SequenceParallel(model, mesh)(video, audio)
+    for ours, theirs, plain in zip(SequenceParallel(stage_2, mesh)(video, audio), expected, without, strict=True):
+        assert relative_error(ours, np.asarray(theirs)) <= SP_TOLERANCE
+        assert relative_error(plain, np.asarray(theirs)) > 100 * SP_TOLERANCE  # the LoRA changes the output
+    np.testing.assert_array_equal(np.asarray(model.patchify_proj.kernel.get_value()), before)
+    shared = stage_2.transformer_blocks[0].block.attn1.to_q.kernel.get_value()
+    assert shared is model.transformer_blocks[0].attn1.to_q.kernel.get_value()  # one copy of the base weights
+
+    with safe_open(lora.path, framework="pt") as f:
+        torch_lora = StateDict({k.removeprefix("diffusion_model."): f.get_tensor(k) for k in f.keys()}, "cpu", 0, set())
+    reference_fused = apply_loras(
+        StateDict(base, "cpu", 0, {torch.bfloat16}), [LoraStateDictWithStrength(torch_lora, 0.7)]
+    )
+    for key in targets:
+        module = key.removesuffix(".weight")
+        a, b = (
+            jnp.asarray(torch_lora.sd[f"{module}.lora_{p}.weight"].float().numpy()).astype(jnp.bfloat16) for p in "AB"
+        )
+        kernel = jnp.asarray(base[key].float().numpy().T).astype(jnp.bfloat16)
+        ours = np.asarray(fused_kernel(kernel, a, b, 0.7).astype(jnp.float32)).T
+        np.testing.assert_array_equal(ours, reference_fused.sd[key].float().numpy())
 
 
 def test_shard_weights_equals_replicated(tmp_path, reference):

@@ -20,6 +20,7 @@ from PIL import Image
 import ltx_jax
 from ltx_jax.convert.dit_tensors import Lora
 from ltx_jax.convert.state_dict import expected_keys
+from ltx_jax.model.lora import fused_kernel
 from ltx_jax.model.upsampler import LatentUpsamplerConfigurator
 from ltx_jax.parallel import make_mesh
 from ltx_jax.pipeline import (
@@ -223,7 +224,7 @@ def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path, caplo
 
 def test_two_stage_from_files_with_upsampler_and_distilled_lora(tmp_path):
     """--pipeline two-stage from files: the DiT checkpoint, a spatial upsampler file (its config in the
-    metadata) and a distilled LoRA fused into the stage-2 DiT, which then differs from stage 1's."""
+    metadata) and a distilled LoRA that stage 2 adds to the one resident copy of the DiT's weights."""
     checkpoint, embeddings = write_tiny_checkpoint(tmp_path)
     upsampler = LatentUpsamplerConfigurator.from_config(embedded.EMBEDDED_UPSAMPLER, rngs=nnx.Rngs(3))
     upsampler_file = tmp_path / "upsampler.safetensors"
@@ -244,10 +245,17 @@ def test_two_stage_from_files_with_upsampler_and_distilled_lora(tmp_path):
     )  # fmt: skip
     files = CheckpointFiles(checkpoint, spatial_upsampler_path=upsampler_file, dtype="float32",
                             distilled_lora=Lora(str(tmp_path / "lora.safetensors"), 0.5))  # fmt: skip
-    parts = model_ledger.load_models(files, "two-stage", make_mesh(8)).components
-    stage_1 = np.asarray(parts.transformer.transformer_blocks[0].attn1.to_q.kernel[...])
-    stage_2 = np.asarray(parts.stage_2_transformer.transformer_blocks[0].attn1.to_q.kernel[...])
-    assert float(np.abs(stage_2 - stage_1).max()) > 0.1  # the LoRA is fused into stage 2 only
+    models = model_ledger.load_models(files, "two-stage", make_mesh(8))
+    parts = models.components
+    base = parts.transformer.transformer_blocks[0].attn1.to_q.kernel.get_value()
+    lora_block = parts.stage_2_transformer.transformer_blocks[0]
+    assert lora_block.block.attn1.to_q.kernel.get_value() is base  # shared, the LoRA added as stage 2 runs
+    a, b = (lora_block.lora_a[0].get_value(), lora_block.lora_b[0].get_value())
+    assert float(np.abs(fused_kernel(base, a, b, 0.5) - base).max()) > 0.1
+    pipe = LTXPipeline(models, flow="two-stage", mesh=make_mesh(8))  # its SequenceParallel copies share them too
+    stage_1, stage_2 = (jax.tree.leaves(timed.forward._state) for timed in pipe._timed)
+    resident = {id(x): x.nbytes for x in [*stage_1, *stage_2]}
+    assert sum(resident.values()) == sum(x.nbytes for x in stage_1) + a.nbytes + b.nbytes
     info = generate.run(args)
     assert probe(out)[:3] == (9, (128, 128), 24.0)
     assert set(info["videos"][0]["output"].forwards) == {8, 32}

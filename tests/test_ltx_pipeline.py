@@ -3,7 +3,9 @@ no recompilation for the same shapes; the same seed gives the same video; bad ar
 anything is loaded or computed."""
 
 import ast
+import gc
 import pathlib
+import weakref
 
 import av
 import jax
@@ -74,8 +76,8 @@ def test_generates_many_without_compiling_again(pipe, tmp_path):
 
 def test_embeddings_prompt_and_no_guidance(pipe):
     """Contexts instead of text; without CFG no negative prompt is needed."""
-    encoder = pipe._prompt_encoder
-    (prompt,) = [PromptEmbeddings(o.video_encoding, o.audio_encoding) for o in encoder.encode_prompts(["a fox"])]
+    prompt, negative = pipe.encode("a fox", GenerationSettings(guidance=Guidance()))
+    assert negative is None
     out = pipe(prompt, guidance=Guidance(), **SMALL)
     assert out.video.shape == (9, 64, 96, 3)
     with pytest.raises(ValueError, match="pass negative_prompt=PromptEmbeddings"):
@@ -173,3 +175,18 @@ def test_library_has_no_import_cycle_and_no_argparse():
     for name in sorted(graph):
         if name not in state:
             visit(name, [])
+
+
+def test_prompts_encoded_ahead_then_the_text_encoder_released(pipe):
+    """`encode` gives what a call encodes first; after `release_text_encoder` the encoder is gone (nothing
+    else holds it, so its weights are freed), its contexts give the text prompt's video, and text raises."""
+    settings = GenerationSettings(seed=3, **SMALL)
+    from_text = pipe.generate("a red fox", settings)
+    context, negative = pipe.encode("a red fox", settings)
+    encoder = weakref.ref(pipe._prompt_encoder)
+    pipe.release_text_encoder()
+    gc.collect()
+    assert encoder() is None
+    np.testing.assert_array_equal(pipe.generate(context, settings, negative_prompt=negative).video, from_text.video)
+    with pytest.raises(ValueError, match="release_text_encoder"):
+        pipe("a red fox", **SMALL)

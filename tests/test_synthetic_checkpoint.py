@@ -1,6 +1,6 @@
 """scripts/make_synthetic_checkpoint.py: its planned tensors against ltx-core's builders and loader renaming at
 real width (nothing written: 2 real-width DiT layers alone are 2.4 GB), and its --tiny files loaded by
-ltx-pipelines' ModelLedger, transformers and `LTXPipeline.from_checkpoint` on 8 simulated CPU devices."""
+ltx-pipelines' ModelLedger and transformers, and run by scripts/generate.py on 8 simulated CPU devices."""
 
 import dataclasses
 import json
@@ -8,6 +8,7 @@ import pathlib
 import sys
 from unittest import mock
 
+import av
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -19,7 +20,6 @@ from transformers import AutoImageProcessor, Gemma3ForConditionalGeneration
 
 import ltx_jax
 from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys, mismatch_problems
-from ltx_jax.parallel import make_mesh
 from ltx_jax.text_encoders.gemma.encoders import abstract_gemma, gemma_text_state_dict
 from ltx_jax.text_encoders.gemma.encoders.gemma3_config import Gemma3ModelConfig
 from ltx_jax.text_encoders.gemma.tokenizer import LTXGemmaTokenizer
@@ -32,7 +32,8 @@ with torchaudio_stand_in():
     from ltx_pipelines.utils.model_ledger import ModelLedger
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "scripts"))
-import make_synthetic_checkpoint as synthetic  # noqa: E402 - scripts/ is not a package
+import generate  # noqa: E402 - scripts/ is not a package
+import make_synthetic_checkpoint as synthetic  # noqa: E402
 import synthetic_files  # noqa: E402
 import synthetic_gemma  # noqa: E402
 
@@ -202,19 +203,24 @@ def test_tiny_gemma_directory_loads_in_transformers_and_ltx_core(tiny):
     assert (pathlib.Path(root) / "tokenizer.model").stat().st_size > 0
 
 
-def test_tiny_files_load_in_ltx_jax_pipeline(tiny):
-    """The two-stage flow of `LTXPipeline` loads everything on 8 simulated devices, with LTX-2.3's defaults."""
-    pipe = ltx_jax.LTXPipeline.from_checkpoint(
-        tiny["checkpoint"],
-        gemma_root=tiny["gemma_root"],
-        flow="two-stage",
-        spatial_upsampler_path=tiny["spatial_upsampler"],
-        distilled_lora=tiny["distilled_lora"],
-        mesh=make_mesh(8),
-    )
-    assert pipe.config.num_layers == LAYERS
-    assert pipe.defaults.num_inference_steps == 30
-    assert "LTX-2.3" in pipe.description
+def test_generate_runs_two_stage_on_the_tiny_files(tiny, tmp_path):
+    """scripts/generate.py --pipeline two-stage on the --tiny files on 8 simulated devices, end to end: LTX-2.3's
+    defaults, Gemma encodes the prompts and is released, stage 1 at half size, the upsampler, stage 2 with the
+    distilled LoRA, decoding, the mp4."""
+    out = tmp_path / "two_stage.mp4"
+    info = generate.run(generate.parse_args([
+        "--mesh", "8", "--pipeline", "two-stage", "--checkpoint-path", tiny["checkpoint"],
+        "--gemma-root", tiny["gemma_root"], "--spatial-upsampler-path", tiny["spatial_upsampler"],
+        "--distilled-lora", tiny["distilled_lora"], "--height", "128", "--width", "128", "--num-frames", "9",
+        "--num-inference-steps", "2", "--dtype", "float32", "--output-path", str(out),
+    ]))  # fmt: skip
+    assert "LTX-2.3" in info["weights"]
+    (video,) = info["videos"]
+    assert set(video["output"].forwards) == {8, 32}  # stage 1 at 2 x 2 latents x 2 frames, stage 2 at 4 x 4 x 2
+    assert video["output"].settings.guidance.video.stg_blocks == (28,)  # LTX-2.3's defaults
+    with av.open(str(out)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 9
+        assert container.streams.audio[0].sample_rate == 48000  # the BigVGAN + BWE vocoder
 
 
 def test_writer_is_deterministic_and_leaves_nothing_behind_on_failure(tmp_path):

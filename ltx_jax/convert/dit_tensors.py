@@ -90,7 +90,7 @@ def checkpoint_config(st: SafetensorsFile, override: Mapping[str, Any] | None = 
     return cfg, st.metadata.get("model_version")
 
 
-def _lora_pairs(lora: Lora) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def lora_pairs(lora: Lora) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """DiT weight key -> (A, B) of one LoRA file. Reads the whole file: LoRAs are small."""
     st = SafetensorsFile(lora.path)
     factors: dict[str, dict[str, np.ndarray]] = {}
@@ -125,7 +125,7 @@ class DitTensors:
         for key in st.keys():
             if component_of(key) != "dit":
                 self.skipped[component_of(key)] = self.skipped.get(component_of(key), 0) + 1
-        self._loras = [(lora, _lora_pairs(lora)) for lora in loras]
+        self._loras = [(lora, lora_pairs(lora)) for lora in loras]
 
     def weight_keys(self) -> dict[str, str]:
         """Model key -> file key of every tensor that is a parameter (fp8 scale tensors excluded)."""

@@ -290,6 +290,25 @@ class LTXPipeline:
             self._forward_stats(),
         )  # fmt: skip
 
+    def encode(
+        self,
+        prompt: str | PromptEmbeddings,
+        settings: GenerationSettings | None = None,
+        *,
+        negative_prompt: str | PromptEmbeddings | None = None,
+    ) -> tuple[PromptEmbeddings, PromptEmbeddings | None]:
+        """The contexts a generation with these arguments encodes first: the prompt's and, where its
+        guidance contrasts with it, the negative prompt's. Pass them back as `prompt=` and
+        `negative_prompt=`; encoding every prompt ahead lets `release_text_encoder()` free Gemma
+        (24 GB for the 12B) before any denoising."""
+        settings = (settings or GenerationSettings()).resolve(self.defaults, self.flow)
+        return self._prompts(prompt, negative_prompt, settings.guidance)
+
+    def release_text_encoder(self) -> None:
+        """Drops this pipeline's text encoder, so its weights are freed once nothing else holds them;
+        text prompts raise from then on (`PromptEmbeddings` still work)."""
+        self._prompt_encoder = None
+
     def _prompts(
         self,
         prompt: str | PromptEmbeddings,
@@ -312,8 +331,9 @@ class LTXPipeline:
             raise ValueError(f"prompt must be a non-empty string or PromptEmbeddings, got {prompt!r}.")
         if self._prompt_encoder is None:
             raise ValueError(
-                "This pipeline has no text encoder: load it with gemma_root=GEMMA_DIR (Gemma 3 weights and "
-                "tokenizer), or pass prompt=PromptEmbeddings(video, audio) (and negative_prompt for guidance)."
+                "This pipeline has no text encoder (none was loaded, or release_text_encoder() dropped it): load "
+                "it with gemma_root=GEMMA_DIR (Gemma 3 weights and tokenizer), or pass prompt=PromptEmbeddings(video, "
+                "audio) (and negative_prompt for guidance), e.g. from pipe.encode(...)."
             )
         if not needs_negative:
             return encode_texts(self._prompt_encoder, [prompt])[0], None

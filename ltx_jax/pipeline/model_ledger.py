@@ -1,7 +1,9 @@
 """The models of a generation built from official checkpoint files.
 
 Source: `ltx_pipelines/utils/model_ledger.py` (which file holds which model). Unlike the reference,
-which builds each model again for every video, everything is built once and kept.
+which builds each model again for every video, everything is built once and kept; the two-stage
+flow's stage-2 DiT is the stage-1 DiT with the distilled LoRA applied as it runs (`with_lora`),
+not a second copy of the weights.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from jax.sharding import Mesh
 from ltx_jax.config import LTXConfig
 from ltx_jax.convert.checkpoint import load_checkpoint
 from ltx_jax.convert.dit_tensors import Lora, checkpoint_config, parse_dtype
+from ltx_jax.convert.lora import load_lora
 from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors, parse_metadata_json
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import upsampler, video_vae
+from ltx_jax.model.lora import with_lora
 from ltx_jax.pipeline.components import (
     PipelineModels,
     decoder_callables,
@@ -124,7 +128,9 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
         load_checkpoint, files.checkpoint_path, mesh=mesh, dtype=dtype, shard_weights=files.shard_weights
     )
     model, _ = load(loras=files.loras)
-    stage_2 = load(loras=[*files.loras, files.distilled_lora])[0] if flow == "two-stage" else None
+    stage_2 = None
+    if flow == "two-stage":  # the base weights shared, the distilled LoRA added block by block as stage 2 runs
+        stage_2 = with_lora(model, load_lora(model, files.distilled_lora, mesh=mesh))
     video_decoder, audio_decoder, vocoder = decoder_modules(config, tensors, 0, dtype)
     decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, mesh)
     upsample = None

@@ -46,7 +46,7 @@ class Components:
 
     Attributes:
         transformer: velocity DiT `forward(video, audio, perturbations)`.
-        stage_2_transformer: the DiT with the distilled LoRA fused (two-stage); None: `transformer`.
+        stage_2_transformer: the DiT with the distilled LoRA (two-stage); None: `transformer`.
         upsample: video latent `(B, C, F, H, W)` -> `(B, C, F, 2H, 2W)`, normalized in and out.
         encode_image: `(image file, height, width)` -> latent `(1, C, 1, height/32, width/32)` (read,
             CRF-compressed, resized and encoded as the reference does).
