@@ -12,15 +12,14 @@ partial saves), into a hidden temporary directory that is renamed into place onl
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
 import shutil
-import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -32,7 +31,12 @@ from orbax.checkpoint import v1 as ocp
 
 from ltx_jax.config import LTXConfig
 from ltx_jax.convert.dit_tensors import DitTensors, Lora, checkpoint_config, parse_dtype
-from ltx_jax.convert.placement import make_array_from_reader, make_transposed_array_from_reader
+from ltx_jax.convert.placement import (
+    Progress,
+    make_array_from_reader,
+    make_transposed_array_from_reader,
+    place_concurrently,
+)
 from ltx_jax.convert.safetensors_file import SafetensorsFile
 from ltx_jax.convert.state_dict import expected_keys, transpose
 from ltx_jax.model.attention_backends import AttentionBackend
@@ -43,7 +47,6 @@ FORMAT_FILE = "ltx_jax_checkpoint.json"
 PARAMS_DIR = "params"
 FORMAT_VERSION = 1
 FLUSH_BYTES = 64 * 2**20  # converted bytes held in memory before an Orbax partial save
-LOAD_THREADS = 8  # tensors read and placed at once by load_checkpoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,36 +63,6 @@ class ConversionSummary:
             f"converted {self.tensors} tensors, {self.bytes / 1e9:.2f} GB {self.dtype}, in {self.seconds:.1f} s "
             f"({self.bytes / 1e6 / max(self.seconds, 1e-9):.0f} MB/s); left for their own loaders: {skipped}"
         )
-
-
-class _Progress:
-    """A one-line progress bar on stderr (a line per 10% when stderr is not a terminal)."""
-
-    def __init__(self, total: int, label: str, enabled: bool) -> None:
-        self.total, self.label, self.enabled = max(total, 1), label, enabled
-        self.done, self.start, self._shown = 0, time.perf_counter(), -1
-
-    def update(self, amount: int) -> None:
-        self.done += amount
-        if not self.enabled:
-            return
-        percent = 100 * self.done // self.total
-        if sys.stderr.isatty():
-            bar = "#" * (percent // 4)
-            rate = self.done / 1e6 / max(time.perf_counter() - self.start, 1e-9)
-            self._write(f"\r{self.label} [{bar:<25}] {percent:3d}% {self.done / 1e9:.2f} GB {rate:.0f} MB/s")
-        elif percent // 10 > self._shown:
-            self._shown = percent // 10
-            self._write(f"{self.label}: {percent}%\n")
-
-    def close(self) -> None:
-        if self.enabled and sys.stderr.isatty():
-            self._write("\n")
-
-    @staticmethod
-    def _write(text: str) -> None:
-        sys.stderr.write(text)
-        sys.stderr.flush()
 
 
 def _nest(flat: Mapping[tuple[Any, ...], Any]) -> dict[str, Any]:
@@ -135,7 +108,7 @@ def convert_checkpoint(
     tensors.check_against(table)
     total = sum(int(np.prod(shape)) * target.itemsize for _, _, shape, _ in table.values())
     tmp = os.path.join(os.path.dirname(out_dir), f".{os.path.basename(out_dir)}.partial-{uuid.uuid4().hex[:8]}")
-    bar = _Progress(total, f"converting {os.path.basename(os.fspath(src))}", progress)
+    bar = Progress(total, f"converting {os.path.basename(os.fspath(src))}", progress)
     try:
         os.makedirs(tmp)
         _write_params(os.path.join(tmp, PARAMS_DIR), tensors, table, bar)
@@ -150,7 +123,7 @@ def convert_checkpoint(
     return ConversionSummary(len(table), bar.done, target.name, time.perf_counter() - start, tensors.skipped)
 
 
-def _write_params(path: str, tensors: DitTensors, table: Mapping[str, tuple], bar: _Progress) -> None:
+def _write_params(path: str, tensors: DitTensors, table: Mapping[str, tuple], bar: Progress) -> None:
     """Streams the parameters into an Orbax checkpoint, at most FLUSH_BYTES (plus one tensor) held.
 
     Uncompressed: zstd saves about a fifth of the disk on bf16 weights but cuts the write rate
@@ -260,19 +233,9 @@ def _load_safetensors(
         place_from = make_transposed_array_from_reader if transposed else make_array_from_reader
         return place_from(shape, _sharding(shape, mesh, shard_weights), lambda box: tensors.read(key, box))
 
-    total = sum(math.prod(torch_shape) * dtype.itemsize for _, _, torch_shape, _ in table.values())
-    bar = _Progress(total, f"loading {os.path.basename(path)}", progress)
-    # Reads (the GIL released), host-to-device transfers and device transposes of several tensors
-    # overlap; each thread holds one tensor on the host at a time.
-    try:
-        with ThreadPoolExecutor(LOAD_THREADS) as pool:
-            futures = [(entry, pool.submit(place, key, *entry[1:3])) for key, entry in table.items()]
-            values = {}
-            for (param_path, _, torch_shape, _), future in futures:
-                values[param_path] = future.result()
-                bar.update(math.prod(torch_shape) * dtype.itemsize)
-    finally:
-        bar.close()
+    jobs = {entry[0]: functools.partial(place, key, *entry[1:3]) for key, entry in table.items()}
+    sizes = {path: math.prod(torch_shape) * dtype.itemsize for path, _, torch_shape, _ in table.values()}
+    values = place_concurrently(jobs, sizes, f"loading {os.path.basename(path)}", progress)
     return _set_params(model, values), cfg
 
 

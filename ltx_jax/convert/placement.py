@@ -7,12 +7,17 @@ is transposed on the devices (`make_transposed_array_from_reader`).
 """
 
 import functools
-from collections.abc import Callable
+import sys
+import time
+from collections.abc import Callable, Hashable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import numpy as np
 from jax.sharding import NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
+
+LOAD_THREADS = 8  # tensors read and placed at once
 
 
 def local_box(shape: tuple[int, ...], sharding: Sharding) -> tuple[slice, ...]:
@@ -76,3 +81,53 @@ def make_transposed_array_from_reader(
     transpose is local, with no communication."""
     stored = make_array_from_reader(tuple(reversed(shape)), mirrored(sharding, len(shape)), read)
     return _transpose_into(sharding)(stored)
+
+
+def place_concurrently(
+    jobs: Mapping[Hashable, Callable[[], jax.Array]], sizes: Mapping[Hashable, int], label: str, progress: bool
+) -> dict[Hashable, jax.Array]:
+    """`{name: job()}`, `LOAD_THREADS` jobs at a time, with a progress bar of their `sizes` (bytes).
+
+    Reads (which release the GIL), host-to-device transfers and device transposes of several tensors
+    overlap; each thread holds one tensor on the host at a time."""
+    bar = Progress(sum(sizes.values()), label, progress)
+    try:
+        with ThreadPoolExecutor(LOAD_THREADS) as pool:
+            futures = {name: pool.submit(job) for name, job in jobs.items()}
+            values = {}
+            for name, future in futures.items():
+                values[name] = future.result()
+                bar.update(sizes[name])
+    finally:
+        bar.close()
+    return values
+
+
+class Progress:
+    """A one-line progress bar on stderr (a line per 10% when stderr is not a terminal)."""
+
+    def __init__(self, total: int, label: str, enabled: bool) -> None:
+        self.total, self.label, self.enabled = max(total, 1), label, enabled
+        self.done, self.start, self._shown = 0, time.perf_counter(), -1
+
+    def update(self, amount: int) -> None:
+        self.done += amount
+        if not self.enabled:
+            return
+        percent = 100 * self.done // self.total
+        if sys.stderr.isatty():
+            bar = "#" * (percent // 4)
+            rate = self.done / 1e6 / max(time.perf_counter() - self.start, 1e-9)
+            self._write(f"\r{self.label} [{bar:<25}] {percent:3d}% {self.done / 1e9:.2f} GB {rate:.0f} MB/s")
+        elif percent // 10 > self._shown:
+            self._shown = percent // 10
+            self._write(f"{self.label}: {percent}%\n")
+
+    def close(self) -> None:
+        if self.enabled and sys.stderr.isatty():
+            self._write("\n")
+
+    @staticmethod
+    def _write(text: str) -> None:
+        sys.stderr.write(text)
+        sys.stderr.flush()

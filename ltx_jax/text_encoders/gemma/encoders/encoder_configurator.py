@@ -16,7 +16,9 @@ and the tied `lm_head` (a copy of the embeddings, used only to generate text) ar
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,12 +26,14 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
+from ltx_jax.convert.placement import make_array_from_reader, make_transposed_array_from_reader, place_concurrently
 from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors
-from ltx_jax.convert.state_dict import expected_keys, mismatch_problems, to_numpy, transpose
+from ltx_jax.convert.state_dict import expected_keys, mismatch_problems, to_numpy
 from ltx_jax.parallel.sharding import param_sharding
 from ltx_jax.text_encoders.gemma.encoders.gemma3_config import Gemma3ModelConfig
 from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel
@@ -92,12 +96,15 @@ def gemma_param_sharding(shape: tuple[int, ...], mesh: Mesh | None) -> jax.shard
     return param_sharding(shape, mesh, shard_weights=True) if len(shape) >= 2 else NamedSharding(mesh, P())
 
 
-def load_gemma_state_dict(model: Gemma3TextModel, state_dict: Mapping[str, Any], mesh: Mesh | None = None) -> Any:  # noqa: ANN401
+def load_gemma_state_dict(
+    model: Gemma3TextModel, state_dict: Mapping[str, Any], mesh: Mesh | None = None, *, progress: bool = True
+) -> Any:  # noqa: ANN401
     """Loads a Gemma 3 checkpoint's tensors into `model` (real or `nnx.eval_shape`-abstract) in place.
 
     Strict, like `ltx_jax.load_state_dict`: unknown, missing, unexpected or mis-shaped keys raise one
     `ValueError` before anything is placed. Each tensor goes straight to its devices: with a `mesh`,
-    split by `gemma_param_sharding` (no device ever holds the whole model), else to the first device.
+    split by `gemma_param_sharding` (no device ever holds the whole model), else to the first device;
+    several tensors at a time, transposed on the devices, with a progress bar on stderr (`progress`).
     Values are cast to the model's parameter dtype. Returns the model.
     """
     tensors = gemma_text_state_dict(state_dict)
@@ -109,15 +116,27 @@ def load_gemma_state_dict(model: Gemma3TextModel, state_dict: Mapping[str, Any],
             + "; ".join(problems)
             + ". Check that the Gemma3ModelConfig comes from the same directory's config.json."
         )
+
+    def place(key: str, transposed: bool, torch_shape: tuple[int, ...], dtype: np.dtype) -> jax.Array:
+        shape = tuple(reversed(torch_shape)) if transposed else torch_shape
+        place_from = make_transposed_array_from_reader if transposed else make_array_from_reader
+        return place_from(shape, gemma_param_sharding(shape, mesh), lambda box: _read(tensors[key], box, dtype))
+
+    jobs = {entry[0]: functools.partial(place, key, *entry[1:]) for key, entry in table.items()}
+    sizes = {path: math.prod(shape) * np.dtype(dtype).itemsize for path, _, shape, dtype in table.values()}
+    values = place_concurrently(jobs, sizes, "loading Gemma", progress)
     state = nnx.state(model, nnx.Param)
     flat = dict(nnx.to_flat_state(state))
-    for key, (path, transposed, _, dtype) in table.items():
-        host = to_numpy(tensors[key])
-        host = (transpose(host) if transposed else host).astype(dtype)
-        sharding = gemma_param_sharding(host.shape, mesh)
-        flat[path].set_value(jax.make_array_from_callback(host.shape, sharding, lambda index, h=host: h[index]))
+    for path, value in values.items():
+        flat[path].set_value(value)
     nnx.update(model, state)
     return model
+
+
+def _read(tensor: Any, box: tuple[slice, ...], dtype: np.dtype) -> np.ndarray:  # noqa: ANN401
+    """A box of a checkpoint tensor (a `LazyTensor` reads only its bytes) in `dtype`."""
+    block = tensor[box] if isinstance(tensor, LazyTensor) else to_numpy(tensor)[box]
+    return block.astype(dtype, copy=False)
 
 
 def shard_gemma(model: Gemma3TextModel, mesh: Mesh) -> Gemma3TextModel:
