@@ -204,15 +204,15 @@ def test_tiny_gemma_directory_loads_in_transformers_and_ltx_core(tiny):
 
 
 def test_generate_runs_two_stage_on_the_tiny_files(tiny, tmp_path):
-    """scripts/generate.py --pipeline two-stage on the --tiny files on 8 simulated devices, end to end: LTX-2.3's
-    defaults, Gemma encodes the prompts and is released, stage 1 at half size, the upsampler, stage 2 with the
-    distilled LoRA, decoding, the mp4."""
+    """scripts/generate.py --pipeline two-stage on the --tiny files on 8 simulated devices, end to end in bf16:
+    LTX-2.3's defaults, Gemma encodes the prompts and is released, stage 1 at half size, the upsampler, stage 2
+    with the distilled LoRA, decoding, the mp4."""
     out = tmp_path / "two_stage.mp4"
     info = generate.run(generate.parse_args([
         "--mesh", "8", "--pipeline", "two-stage", "--checkpoint-path", tiny["checkpoint"],
         "--gemma-root", tiny["gemma_root"], "--spatial-upsampler-path", tiny["spatial_upsampler"],
         "--distilled-lora", tiny["distilled_lora"], "--height", "128", "--width", "128", "--num-frames", "9",
-        "--num-inference-steps", "2", "--dtype", "float32", "--output-path", str(out),
+        "--num-inference-steps", "2", "--output-path", str(out),  # bf16, the default
     ]))  # fmt: skip
     assert "LTX-2.3" in info["weights"]
     (video,) = info["videos"]

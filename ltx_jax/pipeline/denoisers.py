@@ -109,7 +109,9 @@ class GuidedDenoiser:
             sigma=sigmas,
             timesteps=mask * sigmas[:, None, None],
             positions=repeat(state.positions),
-            context=jnp.concatenate([jnp.asarray(c) for c in contexts], axis=0),
+            # in the model's dtype, as the reference's embeddings processor hands it over (a float32
+            # context would meet bf16 queries in cross-attention)
+            context=jnp.concatenate([jnp.asarray(c) for c in contexts], axis=0).astype(state.latent.dtype),
             enabled=on,
         )
 
