@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Time to video at production size on one H200 (issue #20), in calls that each fit 10 minutes, one right
+# after the other on the same machine (the files stay on it between calls). PARTS picks what runs:
+#   files      random-weight LTX-2.3 files (scripts/make_synthetic_checkpoint.py, all 48 DiT and Gemma layers):
+#              the checkpoint, LoRA and upsampler on disk, the Gemma directory on the RAM disk
+#   load       benchmarks/bench_load.py: ltx-core's SingleGPUModelBuilder and load_checkpoint after, twice
+#              each, then load_checkpoint before (.trees/base) once
+#   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
+#              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
+#   mkdir -p .trees/base && git archive 135e3e1 ltx_jax | tar -x -C .trees/base
+#   PARTS=files bash benchmarks/device/time_to_video.sh   (then load, cold, warm, reference)
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+PARTS=${PARTS:-files load}
+DATA=/root/synth
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 LTX_JAX_CACHE_DIR=/tmp/ltx_cache
+if [[ " $PARTS " == *" files "* ]]; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    df -h / /dev/shm | tail -2; free -g | head -2; nproc
+    mkdir -p "$DATA" /dev/shm/gemma
+    ln -sfn /dev/shm/gemma "$DATA/gemma-3-12b-it-qat-q4_0-unquantized"
+    start=$(date +%s)
+    timeout 240 python3 scripts/make_synthetic_checkpoint.py "$DATA" > "$OUT/files.txt" 2>&1; rc=$?
+    echo "files written in $(($(date +%s) - start)) s (exit $rc)"
+    tr "\r" "\n" < "$OUT/files.txt" | grep -E "100%|Error|error" | tail -12
+    ls -la "$DATA" /dev/shm/gemma; df -h / /dev/shm | tail -2
+fi
+if [[ " $PARTS " == *" load "* ]]; then
+    checkpoint="$DATA/ltx-2.3-22b-dev.safetensors"
+    timeout 200 python3 benchmarks/bench_load.py "$checkpoint" --trees . --repeats 2 2>&1 | tee "$OUT/load.txt"
+    timeout 140 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/base --repeats 1 --no-torch 2>&1 \
+        | tee -a "$OUT/load.txt"
+fi
+for run in cold warm reference; do
+    [[ " $PARTS " == *" $run "* ]] || continue
+    timeout 560 python3 benchmarks/bench_generate.py "$DATA/manifest.json" --flow two-stage --runs "$run" \
+        --cache-dir /tmp/compile_cache --out-dir "$OUT" 2>&1 | tee "$OUT/generate-$run.txt"
+    rm -f "$OUT"/*.mp4
+done
