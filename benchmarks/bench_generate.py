@@ -101,11 +101,11 @@ def generate_phases(stdout: str) -> list[tuple[str, str]]:
     """The phases of generate.py's summary."""
     rows = []
     for label, pattern in (("loading", r"loading: ([\d.]+ s)"), ("prompt encoding", r"prompts encoded in ([\d.]+ s)"),
-                           ("peak GPU memory", r"memory: peak ([\d.]+ GiB)")):  # fmt: skip
+                           ("peak GPU memory", r"memory: peak (.*)")):  # fmt: skip
         match = re.search(pattern, stdout)
         rows.append((label, match[1] if match else "?"))
-    rows += [(f"DiT forward, {m[1]} video tokens", f"{m[2]} x {m[3]} ms") for m in re.finditer(
-        r"DiT: (\d+) video tokens: (\d+) forwards, ([\d.]+) ms", stdout)]  # fmt: skip
+    rows += [(f"DiT forward, {m[1]} video tokens", f"{m[2]} x {m[3]} ms{m[4]}") for m in re.finditer(
+        r"DiT: (\d+) video tokens: (\d+) forwards, ([\d.]+) ms each \(median\)(.*)", stdout)]  # fmt: skip
     time_line = re.search(r"time: (.*); compiling: (.*)", stdout)
     if time_line:
         phases = [(phase.rsplit(" ", 2)[0], " ".join(phase.rsplit(" ", 2)[1:])) for phase in time_line[1].split(", ")]

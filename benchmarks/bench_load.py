@@ -45,7 +45,15 @@ def timed(code: str, path: str, pythonpath: str | None) -> tuple[float, int]:
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH", "")]))
-    result = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, env=env, check=False)
+    # `python -c` puts its working directory first on sys.path: run in the tree, so its ltx_jax is the one imported
+    result = subprocess.run(
+        [sys.executable, "-c", code, os.path.abspath(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=pythonpath,
+    )
     line = next((x for x in result.stdout.splitlines() if x.startswith("RESULT")), None)
     if line is None:
         raise RuntimeError(f"the loader failed:\n{result.stderr[-3000:]}")

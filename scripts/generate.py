@@ -213,6 +213,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from ltx_jax import LTXPipeline  # noqa: PLC0415
     from ltx_jax.parallel import make_mesh  # noqa: PLC0415
     from ltx_jax.pipeline import RuntimeOptions  # noqa: PLC0415
+    from ltx_jax.pipeline.ltx_pipeline import device_memory_peak  # noqa: PLC0415
 
     check_same_arguments(args)
     for flag, path in (("--output-path", args.output_path), ("--save-latents", args.save_latents)):
@@ -242,11 +243,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         pipe = LTXPipeline.embedded(flow=args.pipeline, mesh=mesh, **parallel)
     else:
         pipe = LTXPipeline.from_files(files, flow=args.pipeline, mesh=mesh, runtime=runtime)
-    load_s = time.perf_counter() - start
+    load_s, peaks = time.perf_counter() - start, {"loading": device_memory_peak()}
     start = time.perf_counter()
     encoded = [pipe.encode(prompt, settings, negative_prompt=negative) for prompt in prompts]
     pipe.release_text_encoder()  # every prompt is encoded: Gemma's weights are freed before any denoising
-    encode_s = time.perf_counter() - start
+    encode_s, peaks["prompt encoding"] = time.perf_counter() - start, device_memory_peak()
     videos = []
     for i, (context, negative_context) in enumerate(encoded):  # the models are loaded and compiled once for all
         with compilations:
@@ -261,7 +262,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 save_latents(numbered(args.save_latents, i, len(prompts)), out)
         videos.append({"output": out, "path": path, "compiling": compilations.summary()})
     return {"weights": pipe.description, "pipeline": args.pipeline, "mesh": describe_mesh(mesh, runtime),
-            "load_s": load_s, "encode_s": encode_s, "videos": videos}  # fmt: skip
+            "load_s": load_s, "encode_s": encode_s, "peaks": peaks, "videos": videos}  # fmt: skip
 
 
 def prompts_of(args: argparse.Namespace) -> list[str]:
@@ -337,23 +338,25 @@ def format_summary(info: dict[str, Any]) -> str:
         for tokens, stats in out.forwards.items():
             label = "audio only" if tokens is None else f"{tokens} video tokens"
             median = f"{stats.median_s * 1e3:.1f} ms each (median)"
+            if stats.peak_memory is not None:
+                median += f", memory peak {stats.peak_memory / 2**30:.1f} GiB after them"
             lines.append(f"{'DiT':>10}: {label}: {stats.forwards} forwards, {median}")
         phases = ", ".join(f"{phase.replace('_', ' ')} {t:.1f} s" for phase, t in out.timings.items())
         lines.append(f"{'time':>10}: {phases}; compiling: {video['compiling']}")
         lines.append(f"{'output':>10}: {video['path'] if out.video is not None else '(written by process 0)'}")
-    lines.append(f"{'memory':>10}: {peak_memory()}")
+    lines.append(f"{'memory':>10}: {peak_memory(info['peaks'], info['videos'][-1]['output'])}")
     lines.append(f"{'total':>10}: {info.get('total_s', 0.0):.1f} s")
     return "\n".join(lines)
 
 
-def peak_memory() -> str:
-    """The largest peak of device memory in use among this process's devices (where the backend reports it)."""
-    import jax  # noqa: PLC0415
-
-    peaks = [(d.memory_stats() or {}).get("peak_bytes_in_use") for d in jax.local_devices()]
-    if None in peaks:
-        return f"peak not reported by the {jax.default_backend()} backend"
-    return f"peak {max(peaks) / 2**30:.1f} GiB on one device"
+def peak_memory(before: dict[str, int | None], out: Any) -> str:  # noqa: ANN401 - a GeneratedVideo
+    """The device-memory peak, and after which phase it was reached (loading and prompt encoding, then the
+    phases of the last video)."""
+    if None in before.values():
+        return "peak not reported by this backend"
+    phases = {**before, **{phase.replace("_", " "): value for phase, value in out.peak_memory.items()}}
+    by_phase = ", ".join(f"{phase} {value / 2**30:.1f}" for phase, value in phases.items())
+    return f"peak {max(phases.values()) / 2**30:.1f} GiB on one device (the peak so far, in GiB, after {by_phase})"
 
 
 def main(argv: list[str] | None = None) -> None:

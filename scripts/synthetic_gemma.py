@@ -95,7 +95,8 @@ def write_tokenizer(root: Path, config: Mapping[str, Any]) -> None:
              "image_token": "<image_soft_token>"}  # fmt: skip
     flags = {"add_bos_token": True, "add_eos_token": False, "spaces_between_special_tokens": False}
     classes = {"tokenizer_class": "GemmaTokenizer", "processor_class": "Gemma3Processor"}
-    write_json(root / "tokenizer_config.json", {**classes, **named, **flags})
+    extra = {"extra_special_tokens": {key: named[key] for key in ("boi_token", "eoi_token", "image_token")}}
+    write_json(root / "tokenizer_config.json", {**classes, **named, **flags, **extra})  # as the official file
     write_json(root / "special_tokens_map.json", named)
 
 

@@ -3,18 +3,22 @@
 # after the other on the same machine (the files stay on it between calls). PARTS picks what runs:
 #   files      random-weight LTX-2.3 files (scripts/make_synthetic_checkpoint.py, all 48 DiT and Gemma layers):
 #              the checkpoint, LoRA and upsampler on disk, the Gemma directory on the RAM disk
-#   load       benchmarks/bench_load.py: ltx-core's SingleGPUModelBuilder and load_checkpoint after, twice
-#              each, then load_checkpoint before (.trees/base) once
+#   load       benchmarks/bench_load.py: ltx-core's SingleGPUModelBuilder and load_checkpoint after, twice each
+#   loadbase   load_checkpoint before this work (.trees/base), once
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
-#   mkdir -p .trees/base && git archive 135e3e1 ltx_jax | tar -x -C .trees/base
-#   PARTS=files bash benchmarks/device/time_to_video.sh   (then load, cold, warm, reference)
+#   mkdir -p .trees/base && git archive 135e3e1 ltx_jax | tar -x -C .trees/base; wheels in .whl (ltx-core,
+#   ltx-pipelines, orbax-checkpoint 0.12.8, av) and .whl_ref (transformers 4.57.1, huggingface-hub 0.36.0,
+#   tokenizers 0.22.1), both carried
+#   PARTS=files bash benchmarks/device/time_to_video.sh   (then load, loadbase, cold, warm, reference)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 PARTS=${PARTS:-files load}
 DATA=/root/synth
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | grep -v "already exists"
+# ltx-core 1.0.0 builds Gemma's vision tower as transformers 4.x names it: the reference runs with these
+python3 -m pip install -q --no-index --no-deps --target /tmp/site_ref .whl_ref/*.whl 2>&1 | grep -v "already exists"
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 LTX_JAX_CACHE_DIR=/tmp/ltx_cache
 if [[ " $PARTS " == *" files "* ]]; then
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -27,15 +31,18 @@ if [[ " $PARTS " == *" files "* ]]; then
     tr "\r" "\n" < "$OUT/files.txt" | grep -E "100%|Error|error" | tail -12
     ls -la "$DATA" /dev/shm/gemma; df -h / /dev/shm | tail -2
 fi
+checkpoint="$DATA/ltx-2.3-22b-dev.safetensors"
 if [[ " $PARTS " == *" load "* ]]; then
-    checkpoint="$DATA/ltx-2.3-22b-dev.safetensors"
     timeout 200 python3 benchmarks/bench_load.py "$checkpoint" --trees . --repeats 2 2>&1 | tee "$OUT/load.txt"
+fi
+if [[ " $PARTS " == *" loadbase "* ]]; then  # the loader before this work, once
     timeout 140 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/base --repeats 1 --no-torch 2>&1 \
         | tee -a "$OUT/load.txt"
 fi
 for run in cold warm reference; do
     [[ " $PARTS " == *" $run "* ]] || continue
-    timeout 560 python3 benchmarks/bench_generate.py "$DATA/manifest.json" --flow two-stage --runs "$run" \
+    site=/tmp/site; [[ $run == reference ]] && site=/tmp/site_ref:/tmp/site
+    PYTHONPATH=$site:$PWD timeout 560 python3 benchmarks/bench_generate.py "$DATA/manifest.json" --flow two-stage --runs "$run" \
         --cache-dir /tmp/compile_cache --out-dir "$OUT" 2>&1 | tee "$OUT/generate-$run.txt"
     rm -f "$OUT"/*.mp4
 done

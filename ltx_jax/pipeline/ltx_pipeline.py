@@ -68,10 +68,12 @@ class RuntimeOptions:
 
 @dataclasses.dataclass(frozen=True)
 class ForwardStats:
-    """The DiT forwards of one token count in a generation (the first one also compiled, if new)."""
+    """The DiT forwards of one token count in a generation (the first one also compiled, if new), and the
+    device-memory peak (bytes, since the process started) after the last of them; None on CPU."""
 
     forwards: int
     median_s: float
+    peak_memory: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +88,9 @@ class GeneratedVideo:
         video_latent, audio_latent: the final latents `(1, C, F, H, W)` and `(1, C, T, M)`.
         settings: every argument the generation used, defaults filled in.
         timings: wall seconds per phase ("prompt_encoding", "denoising", "video_decoding", "audio_decoding").
+        peak_memory: per phase, the largest device-memory peak (bytes, over this process's devices,
+            since the process started) when the phase ended; the phase where it grows holds the peak.
+            Empty where the backend does not report memory (CPU).
         forwards: per video token count (None: audio only), the DiT forwards and their median time.
     """
 
@@ -98,6 +103,7 @@ class GeneratedVideo:
     settings: GenerationSettings
     timings: dict[str, float]
     forwards: dict[int | None, ForwardStats]
+    peak_memory: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def save(self, path: PathLike) -> None:
         """Writes an mp4 (H.264 + AAC) to `path`; the file appears only when complete."""
@@ -112,16 +118,17 @@ class GeneratedVideo:
 
 
 class TimedForward:
-    """The DiT, waited for after each forward, its wall time recorded per video token count."""
+    """The DiT, waited for after each forward, its wall time and the memory peak recorded per video token count."""
 
     def __init__(self, forward: Forward) -> None:
-        self.forward, self.seconds = forward, {}
+        self.forward, self.seconds, self.peaks = forward, {}, {}
 
     def __call__(self, video: object, audio: object, perturbations: object = None) -> tuple:
         start = time.perf_counter()
         out = jax.block_until_ready(self.forward(video, audio, perturbations))
         tokens = None if video is None else video.latent.shape[1]
         self.seconds.setdefault(tokens, []).append(time.perf_counter() - start)
+        self.peaks[tokens] = device_memory_peak()
         return out
 
 
@@ -257,7 +264,8 @@ class LTXPipeline:
         """`__call__` with the arguments as one `GenerationSettings` (None: every default)."""
         settings = (settings or GenerationSettings()).resolve(self.defaults, self.flow)
         timings: dict[str, float] = {}
-        with _timed(timings, "prompt_encoding"):
+        peaks: dict[str, int] = {}
+        with _timed(timings, "prompt_encoding", peaks):
             positive, negative = self._prompts(prompt, negative_prompt, settings.guidance)
         request = Request(
             prompt=positive,
@@ -274,20 +282,21 @@ class LTXPipeline:
         )
         for forward in self._timed:
             forward.seconds.clear()
-        with _timed(timings, "denoising"):
+            forward.peaks.clear()
+        with _timed(timings, "denoising", peaks):
             video_latent, audio_latent = generate(self._components, request, self.flow)
         video = audio = None
         sample_rate = 0
         if jax.process_index() == 0:  # the others computed the same latents; only process 0 decodes
-            with _timed(timings, "video_decoding"):
+            with _timed(timings, "video_decoding", peaks):
                 video = self._decode_video(video_latent, settings.seed)
             if audio_latent is not None:
-                with _timed(timings, "audio_decoding"):
+                with _timed(timings, "audio_decoding", peaks):
                     waveform, sample_rate = self._decode_audio(audio_latent)
                 audio = np.ascontiguousarray(waveform.T)
         return GeneratedVideo(
             video, audio, settings.frame_rate, sample_rate, video_latent, audio_latent, settings, timings,
-            self._forward_stats(),
+            self._forward_stats(), peaks,
         )  # fmt: skip
 
     def encode(
@@ -364,7 +373,7 @@ class LTXPipeline:
         for forward in self._timed:
             for tokens, seconds in forward.seconds.items():
                 warm = seconds[1:] or seconds  # the first forward of a shape may have compiled
-                stats[tokens] = ForwardStats(len(seconds), float(np.median(warm)))
+                stats[tokens] = ForwardStats(len(seconds), float(np.median(warm)), forward.peaks.get(tokens))
         return stats
 
 
@@ -373,8 +382,17 @@ def _as_lora(lora: Lora | PathLike) -> Lora:
 
 
 @contextlib.contextmanager
-def _timed(timings: dict[str, float], phase: str) -> Iterator[None]:
-    """Adds the block's wall time to `timings[phase]`."""
+def _timed(timings: dict[str, float], phase: str, peaks: dict[str, int]) -> Iterator[None]:
+    """Adds the block's wall time to `timings[phase]` and records the device-memory peak after it."""
     start = time.perf_counter()
     yield
     timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - start
+    peak = device_memory_peak()
+    if peak is not None:
+        peaks[phase] = peak
+
+
+def device_memory_peak() -> int | None:
+    """The largest `peak_bytes_in_use` among this process's devices; None where a backend does not report it."""
+    peaks = [(device.memory_stats() or {}).get("peak_bytes_in_use") for device in jax.local_devices()]
+    return None if None in peaks else max(peaks)
