@@ -210,10 +210,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Checks every flag, builds the pipeline, generates, writes the mp4 (process 0); returns the summary."""
     import jax  # noqa: PLC0415
 
-    from ltx_jax import LTXPipeline  # noqa: PLC0415
     from ltx_jax.parallel import make_mesh  # noqa: PLC0415
     from ltx_jax.pipeline import RuntimeOptions  # noqa: PLC0415
-    from ltx_jax.pipeline.ltx_pipeline import device_memory_peak  # noqa: PLC0415
 
     check_same_arguments(args)
     for flag, path in (("--output-path", args.output_path), ("--save-latents", args.save_latents)):
@@ -237,17 +235,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     mesh = make_mesh(args.mesh, ulysses=args.ulysses_degree if args.strategy == "usp" else None)
     runtime = RuntimeOptions(args.strategy, args.backend, args.max_batch_size)
     compilations = Compilations()
-    start = time.perf_counter()
-    if files is None:
-        parallel = {"strategy": args.strategy, "backend": args.backend, "max_batch_size": args.max_batch_size}
-        pipe = LTXPipeline.embedded(flow=args.pipeline, mesh=mesh, **parallel)
-    else:
-        pipe = LTXPipeline.from_files(files, flow=args.pipeline, mesh=mesh, runtime=runtime)
-    load_s, peaks = time.perf_counter() - start, {"loading": device_memory_peak()}
-    start = time.perf_counter()
-    encoded = [pipe.encode(prompt, settings, negative_prompt=negative) for prompt in prompts]
-    pipe.release_text_encoder()  # every prompt is encoded: Gemma's weights are freed before any denoising
-    encode_s, peaks["prompt encoding"] = time.perf_counter() - start, device_memory_peak()
+    pipe, encoded, info = load_and_encode(args, files, settings, prompts, negative, mesh, runtime)
     videos = []
     for i, (context, negative_context) in enumerate(encoded):  # the models are loaded and compiled once for all
         with compilations:
@@ -262,7 +250,43 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 save_latents(numbered(args.save_latents, i, len(prompts)), out)
         videos.append({"output": out, "path": path, "compiling": compilations.summary()})
     return {"weights": pipe.description, "pipeline": args.pipeline, "mesh": describe_mesh(mesh, runtime),
-            "load_s": load_s, "encode_s": encode_s, "peaks": peaks, "videos": videos}  # fmt: skip
+            **info, "videos": videos}  # fmt: skip
+
+
+def load_and_encode(
+    args: argparse.Namespace, files: Any, settings: Any, prompts: list[Any], negative: Any, mesh: Any, runtime: Any
+) -> tuple[Any, list[tuple[Any, Any]], dict[str, Any]]:  # noqa: ANN401 - library types, imported after JAX starts
+    """The pipeline and every prompt's contexts. With Gemma files, Gemma is loaded first, encodes every prompt
+    and is freed before the DiT is loaded (ltx-pipelines' order: the device holds one of them at a time);
+    the embedded default encodes with its own tiny Gemma, then releases it."""
+    import dataclasses  # noqa: PLC0415
+
+    from ltx_jax import LTXPipeline  # noqa: PLC0415
+    from ltx_jax.pipeline.ltx_pipeline import device_memory_peak  # noqa: PLC0415
+    from ltx_jax.pipeline.prompts import TextEncoder  # noqa: PLC0415
+
+    peaks, encoded = {}, None
+    start = time.perf_counter()
+    if files is not None and files.gemma_root is not None and isinstance(prompts[0], str):
+        runtime.check(files.dit_config(), mesh)  # before any device work, as from_files would
+        text = TextEncoder.from_files(files, flow=args.pipeline, mesh=mesh)
+        encoded = [text.encode(prompt, settings, negative_prompt=negative) for prompt in prompts]
+        del text  # Gemma's weights are freed here, before the DiT is loaded
+        files = dataclasses.replace(files, gemma_root=None)
+        encode_s, peaks["prompt encoding"] = time.perf_counter() - start, device_memory_peak()
+    start = time.perf_counter()
+    if files is None:
+        parallel = {"strategy": args.strategy, "backend": args.backend, "max_batch_size": args.max_batch_size}
+        pipe = LTXPipeline.embedded(flow=args.pipeline, mesh=mesh, **parallel)
+    else:
+        pipe = LTXPipeline.from_files(files, flow=args.pipeline, mesh=mesh, runtime=runtime)
+    load_s, peaks["loading"] = time.perf_counter() - start, device_memory_peak()
+    if encoded is None:
+        start = time.perf_counter()
+        encoded = [pipe.encode(prompt, settings, negative_prompt=negative) for prompt in prompts]
+        pipe.release_text_encoder()  # every prompt is encoded: Gemma's weights are freed before any denoising
+        encode_s, peaks["prompt encoding"] = time.perf_counter() - start, device_memory_peak()
+    return pipe, encoded, {"load_s": load_s, "encode_s": encode_s, "peaks": peaks}
 
 
 def prompts_of(args: argparse.Namespace) -> list[str]:

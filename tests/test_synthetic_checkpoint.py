@@ -3,9 +3,11 @@ real width (nothing written: 2 real-width DiT layers alone are 2.4 GB), and its 
 ltx-pipelines' ModelLedger and transformers, and run by scripts/generate.py on 8 simulated CPU devices."""
 
 import dataclasses
+import gc
 import json
 import pathlib
 import sys
+import weakref
 from unittest import mock
 
 import av
@@ -19,7 +21,9 @@ from torchaudio_stand_in import torchaudio_stand_in
 from transformers import AutoImageProcessor, Gemma3ForConditionalGeneration
 
 import ltx_jax
+from ltx_jax import LTXPipeline
 from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys, mismatch_problems
+from ltx_jax.pipeline.prompts import TextEncoder
 from ltx_jax.text_encoders.gemma.encoders import abstract_gemma, gemma_text_state_dict
 from ltx_jax.text_encoders.gemma.encoders.gemma3_config import Gemma3ModelConfig
 from ltx_jax.text_encoders.gemma.tokenizer import LTXGemmaTokenizer
@@ -203,10 +207,25 @@ def test_tiny_gemma_directory_loads_in_transformers_and_ltx_core(tiny):
     assert (pathlib.Path(root) / "tokenizer.model").stat().st_size > 0
 
 
-def test_generate_runs_two_stage_on_the_tiny_files(tiny, tmp_path):
+def test_generate_runs_two_stage_on_the_tiny_files(tiny, tmp_path, monkeypatch):
     """scripts/generate.py --pipeline two-stage on the --tiny files on 8 simulated devices, end to end in bf16:
-    LTX-2.3's defaults, Gemma encodes the prompts and is released, stage 1 at half size, the upsampler, stage 2
-    with the distilled LoRA, decoding, the mp4."""
+    LTX-2.3's defaults, Gemma encodes the prompts and is freed before the DiT is loaded, stage 1 at half size,
+    the upsampler, stage 2 with the distilled LoRA, decoding, the mp4."""
+    encoders, gemma_alive_at_load = [], []
+    load_text, load_pipeline = TextEncoder.from_files.__func__, LTXPipeline.from_files.__func__
+
+    def text_encoder(cls, *args, **kwargs):
+        text = load_text(cls, *args, **kwargs)
+        encoders.append(weakref.ref(text.encoder))
+        return text
+
+    def pipeline(cls, files, **kwargs):
+        gc.collect()
+        gemma_alive_at_load.append([encoder() is not None for encoder in encoders] + [files.gemma_root is not None])
+        return load_pipeline(cls, files, **kwargs)
+
+    monkeypatch.setattr(TextEncoder, "from_files", classmethod(text_encoder))
+    monkeypatch.setattr(LTXPipeline, "from_files", classmethod(pipeline))
     out = tmp_path / "two_stage.mp4"
     info = generate.run(generate.parse_args([
         "--mesh", "8", "--pipeline", "two-stage", "--checkpoint-path", tiny["checkpoint"],
@@ -215,6 +234,7 @@ def test_generate_runs_two_stage_on_the_tiny_files(tiny, tmp_path):
         "--num-inference-steps", "2", "--output-path", str(out),  # bf16, the default
     ]))  # fmt: skip
     assert "LTX-2.3" in info["weights"]
+    assert gemma_alive_at_load == [[False, False]]  # one Gemma, freed; the pipeline loads without it
     (video,) = info["videos"]
     assert set(video["output"].forwards) == {8, 32}  # stage 1 at 2 x 2 latents x 2 frames, stage 2 at 4 x 4 x 2
     assert video["output"].settings.guidance.video.stg_blocks == (28,)  # LTX-2.3's defaults

@@ -89,11 +89,14 @@ def place_concurrently(
     """`{name: job()}`, `LOAD_THREADS` jobs at a time, with a progress bar of their `sizes` (bytes).
 
     Reads (which release the GIL), host-to-device transfers and device transposes of several tensors
-    overlap; each thread holds one tensor on the host at a time."""
+    overlap; each thread holds one tensor on the host at a time and waits until its arrays are on the
+    devices before it takes the next, so at most `LOAD_THREADS` tensors are in flight: transfers are
+    asynchronous, and unbounded they would hold the stored and the transposed copy of many tensors
+    on the devices at once."""
     bar = Progress(sum(sizes.values()), label, progress)
     try:
         with ThreadPoolExecutor(LOAD_THREADS) as pool:
-            futures = {name: pool.submit(job) for name, job in jobs.items()}
+            futures = {name: pool.submit(lambda job=job: jax.block_until_ready(job())) for name, job in jobs.items()}
             values = {}
             for name, future in futures.items():
                 values[name] = future.result()

@@ -11,6 +11,7 @@ from ltx_jax.pipeline.ltx_pipeline import ForwardStats, GeneratedVideo, LTXPipel
 from ltx_jax.pipeline.media_io import video_to_uint8, write_mp4
 from ltx_jax.pipeline.model_ledger import CheckpointFiles
 from ltx_jax.pipeline.pipelines import FLOWS, Components, Flow, ImageCondition, Request, generate, validate
+from ltx_jax.pipeline.prompts import TextEncoder
 from ltx_jax.pipeline.samplers import euler_denoising_loop
 from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLED_SIGMA_VALUES, ltx2_sigmas
 from ltx_jax.pipeline.settings import DEFAULT_NEGATIVE_PROMPT, GenerationDefaults, GenerationSettings
@@ -40,6 +41,7 @@ __all__ = [
     "PromptEmbeddings",
     "Request",
     "RuntimeOptions",
+    "TextEncoder",
     "VideoLatentShape",
     "VideoPixelShape",
     "denoise_audio_video",

@@ -25,12 +25,13 @@ from ltx_jax.convert.dit_tensors import Lora
 from ltx_jax.parallel import SequenceParallel, make_mesh
 from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy, check_layout
-from ltx_jax.pipeline.components import PipelineModels, encode_texts
+from ltx_jax.pipeline.components import PipelineModels
 from ltx_jax.pipeline.denoisers import Forward
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
 from ltx_jax.pipeline.media_io import write_mp4
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_models
 from ltx_jax.pipeline.pipelines import Flow, ImageCondition, Request, check_flow, generate
+from ltx_jax.pipeline.prompts import prompt_contexts
 from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
 
@@ -325,48 +326,10 @@ class LTXPipeline:
         guidance: Guidance,
     ) -> tuple[PromptEmbeddings, PromptEmbeddings | None]:
         """The contexts of the prompt and, where guidance contrasts with it, of the negative prompt."""
-        needs_negative = self.flow != "distilled" and guidance.needs_negative_prompt()
-        if isinstance(prompt, PromptEmbeddings):
-            self._check_embeddings("prompt", prompt)
-            if needs_negative and not isinstance(negative_prompt, PromptEmbeddings):
-                raise ValueError(
-                    "A cfg scale != 1 contrasts with the negative prompt: with prompt embeddings, pass "
-                    "negative_prompt=PromptEmbeddings(...) too, or set both cfg scales to 1."
-                )
-            if needs_negative:
-                self._check_embeddings("negative_prompt", negative_prompt)
-            return prompt, negative_prompt if needs_negative else None
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise ValueError(f"prompt must be a non-empty string or PromptEmbeddings, got {prompt!r}.")
-        if self._prompt_encoder is None:
-            raise ValueError(
-                "This pipeline has no text encoder (none was loaded, or release_text_encoder() dropped it): load "
-                "it with gemma_root=GEMMA_DIR (Gemma 3 weights and tokenizer), or pass prompt=PromptEmbeddings(video, "
-                "audio) (and negative_prompt for guidance), e.g. from pipe.encode(...)."
-            )
-        if not needs_negative:
-            return encode_texts(self._prompt_encoder, [prompt])[0], None
-        negative = self.defaults.negative_prompt if negative_prompt is None else negative_prompt
-        if not isinstance(negative, str):
-            raise TypeError(f"negative_prompt must be text like the prompt, got {type(negative).__name__}.")
-        positive, negative_embeddings = encode_texts(self._prompt_encoder, [prompt, negative])
-        return positive, negative_embeddings
-
-    def _check_embeddings(self, name: str, embeddings: PromptEmbeddings) -> None:
-        """Each context this model needs, `(1, S, D)` at the model's context width."""
-        cfg = self.config
-        for modality, present, width in (
-            ("video", cfg.has_video, cfg.caption_channels or cfg.cross_attention_dim),
-            ("audio", cfg.has_audio, cfg.caption_channels or cfg.audio_cross_attention_dim),
-        ):
-            context = getattr(embeddings, modality)
-            if not present:
-                if context is not None:
-                    raise ValueError(f"{name}.{modality}: this is a model_type={cfg.model_type!r} model; pass None.")
-                continue
-            shape = None if context is None else np.shape(context)
-            if shape is None or len(shape) != 3 or shape[0] != 1 or shape[2] != width:
-                raise ValueError(f"{name}.{modality} must be a (1, S, {width}) context array, got shape {shape}.")
+        return prompt_contexts(
+            self._prompt_encoder, prompt, negative_prompt,
+            guidance=guidance, flow=self.flow, defaults=self.defaults, cfg=self.config,
+        )  # fmt: skip
 
     def _forward_stats(self) -> dict[int | None, ForwardStats]:
         stats = {}

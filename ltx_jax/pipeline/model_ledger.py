@@ -156,6 +156,12 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
     )
 
 
+def load_prompt_encoder(files: CheckpointFiles, mesh: Mesh) -> Any:  # noqa: ANN401 - a PromptEncoder
+    """Gemma 3 from `files.gemma_root` and the checkpoint's embeddings processor, alone (no DiT)."""
+    tensors, config = checkpoint_tensors(files.checkpoint_path)
+    return _gemma_prompt_encoder(files, config, tensors, mesh)
+
+
 def _video_encoder(config: dict[str, Any], tensors: dict[str, Any], dtype: jnp.dtype) -> nnx.Module:
     encoder = nnx.eval_shape(lambda: video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype))
     load_state_dict(encoder, video_vae.vae_encoder_state_dict(tensors), prefix="")
@@ -171,9 +177,7 @@ def _upsampler(path: PathLike, dtype: jnp.dtype) -> nnx.Module:
     return model
 
 
-def _gemma_prompt_encoder(
-    files: CheckpointFiles, config: dict[str, Any], tensors: dict[str, Any], mesh: Mesh
-) -> Any:  # noqa: ANN401 - a PromptEncoder, imported only with gemma_root
+def _gemma_prompt_encoder(files: CheckpointFiles, config: dict[str, Any], tensors: dict[str, Any], mesh: Mesh) -> Any:  # noqa: ANN401 - a PromptEncoder, imported only with gemma_root
     """Gemma 3 from `gemma_root` (weights split over the mesh) + the checkpoint's embeddings processor."""
     from ltx_jax.text_encoders.gemma import build_prompt_encoder  # noqa: PLC0415 - only with gemma_root
 

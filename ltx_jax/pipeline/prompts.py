@@ -1,0 +1,119 @@
+"""Prompts -> the contexts the DiT reads: text through Gemma and the checkpoint's embeddings processor,
+or `PromptEmbeddings` checked against the model.
+
+`TextEncoder` loads the text path alone, so that a run can encode its prompts and free Gemma before
+the DiT is loaded, the order ltx-pipelines uses: the device then holds the larger of the two, not
+both (Gemma 3 12B is 24 GB, the LTX-2.3 DiT 38 GB).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from jax.sharding import Mesh
+
+from ltx_jax.config import LTXConfig
+from ltx_jax.parallel import make_mesh
+from ltx_jax.pipeline.components import encode_texts
+from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_prompt_encoder
+from ltx_jax.pipeline.pipelines import Flow, check_flow
+from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
+from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
+
+Contexts = tuple[PromptEmbeddings, PromptEmbeddings | None]
+
+
+def prompt_contexts(
+    encoder: Any,  # noqa: ANN401 - a PromptEncoder, or None when none is loaded
+    prompt: str | PromptEmbeddings,
+    negative_prompt: str | PromptEmbeddings | None,
+    *,
+    guidance: Guidance,
+    flow: Flow,
+    defaults: GenerationDefaults,
+    cfg: LTXConfig,
+) -> Contexts:
+    """The contexts of `prompt` and, where `guidance` contrasts with it, of the negative prompt (None:
+    `defaults.negative_prompt`). Text is encoded by `encoder`; embeddings are checked against `cfg`."""
+    needs_negative = flow != "distilled" and guidance.needs_negative_prompt()
+    if isinstance(prompt, PromptEmbeddings):
+        check_embeddings(cfg, "prompt", prompt)
+        if needs_negative and not isinstance(negative_prompt, PromptEmbeddings):
+            raise ValueError(
+                "A cfg scale != 1 contrasts with the negative prompt: with prompt embeddings, pass "
+                "negative_prompt=PromptEmbeddings(...) too, or set both cfg scales to 1."
+            )
+        if needs_negative:
+            check_embeddings(cfg, "negative_prompt", negative_prompt)
+        return prompt, negative_prompt if needs_negative else None
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError(f"prompt must be a non-empty string or PromptEmbeddings, got {prompt!r}.")
+    if encoder is None:
+        raise ValueError(
+            "This pipeline has no text encoder (none was loaded, or release_text_encoder() dropped it): load "
+            "it with gemma_root=GEMMA_DIR (Gemma 3 weights and tokenizer), or pass prompt=PromptEmbeddings(video, "
+            "audio) (and negative_prompt for guidance), e.g. from pipe.encode(...) or TextEncoder.encode(...)."
+        )
+    if not needs_negative:
+        return encode_texts(encoder, [prompt])[0], None
+    negative = defaults.negative_prompt if negative_prompt is None else negative_prompt
+    if not isinstance(negative, str):
+        raise TypeError(f"negative_prompt must be text like the prompt, got {type(negative).__name__}.")
+    positive, negative_embeddings = encode_texts(encoder, [prompt, negative])
+    return positive, negative_embeddings
+
+
+def check_embeddings(cfg: LTXConfig, name: str, embeddings: PromptEmbeddings) -> None:
+    """Each context the model of `cfg` needs, `(1, S, D)` at its context width; None for an absent modality."""
+    for modality, present, width in (
+        ("video", cfg.has_video, cfg.caption_channels or cfg.cross_attention_dim),
+        ("audio", cfg.has_audio, cfg.caption_channels or cfg.audio_cross_attention_dim),
+    ):
+        context = getattr(embeddings, modality)
+        if not present:
+            if context is not None:
+                raise ValueError(f"{name}.{modality}: this is a model_type={cfg.model_type!r} model; pass None.")
+            continue
+        shape = None if context is None else np.shape(context)
+        if shape is None or len(shape) != 3 or shape[0] != 1 or shape[2] != width:
+            raise ValueError(f"{name}.{modality} must be a (1, S, {width}) context array, got shape {shape}.")
+
+
+class TextEncoder:
+    """Gemma 3 and the checkpoint's embeddings processor, without the DiT: encode prompts, drop this
+    object (its weights are freed), then build `LTXPipeline.from_files(...)` without `gemma_root` and
+    pass it the contexts.
+
+        text = TextEncoder.from_files(files, flow="two-stage", mesh=mesh)
+        contexts = [text.encode(prompt, settings) for prompt in prompts]
+        del text
+    """
+
+    def __init__(self, encoder: Any, *, flow: Flow, defaults: GenerationDefaults, cfg: LTXConfig) -> None:  # noqa: ANN401
+        self.encoder, self.flow, self.defaults, self.cfg = encoder, flow, defaults, cfg
+
+    @classmethod
+    def from_files(cls, files: CheckpointFiles, *, flow: Flow, mesh: Mesh | None = None) -> TextEncoder:
+        """The text path of `files` (which must name `gemma_root`), its weights split over `mesh`."""
+        check_flow(flow)
+        files.check(flow)
+        if files.gemma_root is None:
+            raise ValueError("TextEncoder.from_files needs files.gemma_root (the Gemma 3 directory).")
+        mesh = make_mesh(1) if mesh is None else mesh
+        encoder = load_prompt_encoder(files, mesh)
+        return cls(encoder, flow=flow, defaults=files.defaults(flow), cfg=files.dit_config())
+
+    def encode(
+        self,
+        prompt: str,
+        settings: GenerationSettings | None = None,
+        *,
+        negative_prompt: str | None = None,
+    ) -> Contexts:
+        """What `LTXPipeline.generate(prompt, settings, negative_prompt=...)` would encode first."""
+        settings = (settings or GenerationSettings()).resolve(self.defaults, self.flow)
+        return prompt_contexts(
+            self.encoder, prompt, negative_prompt,
+            guidance=settings.guidance, flow=self.flow, defaults=self.defaults, cfg=self.cfg,
+        )  # fmt: skip
