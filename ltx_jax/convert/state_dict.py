@@ -7,13 +7,19 @@ itself: every parameter path maps to one key, and a `Linear` kernel maps to the 
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import jax.numpy as jnp
+import jax
 import ml_dtypes
 import numpy as np
 from flax import nnx
+from jax.sharding import SingleDeviceSharding
+
+from ltx_jax.convert.placement import make_array_from_reader, make_transposed_array_from_reader, place_concurrently
+from ltx_jax.convert.safetensors_file import LazyTensor
 
 DIT_PREFIX = "model.diffusion_model."
 _SHOWN = 8  # offending keys listed per kind of problem
@@ -97,14 +103,17 @@ def mismatch_problems(
     return problems
 
 
-def load_state_dict(model: nnx.Module, state_dict: Mapping[str, Any], prefix: str = DIT_PREFIX) -> nnx.Module:
+def load_state_dict(
+    model: nnx.Module, state_dict: Mapping[str, Any], prefix: str = DIT_PREFIX, *, progress: bool = False
+) -> nnx.Module:
     """Loads ltx-core-named weights into `model` in place, cast to the model's parameter dtype.
 
     Works for any module whose attribute paths are the state-dict keys (the DiT, the VAEs, the
     vocoder, ...). Keys may carry the checkpoint `prefix` (the DiT's `model.diffusion_model.` by
     default; `vae.`, `audio_vae.`, `vocoder.` for the others); values may be torch tensors, numpy or
     jax arrays. Raises `ValueError` naming the first offending keys if any key is missing,
-    unexpected, or of the wrong shape; the model is left untouched then.
+    unexpected, or of the wrong shape; the model is left untouched then. Tensors go to the default
+    device several at a time, transposed there (`progress`: a progress bar on stderr).
     """
     table = expected_keys(model)
     names = strip_prefix(state_dict, prefix)
@@ -124,10 +133,25 @@ def load_state_dict(model: nnx.Module, state_dict: Mapping[str, Any], prefix: st
             + ". "
             + hint
         )
+    device = SingleDeviceSharding(jax.devices()[0])  # where jnp.asarray puts an array
+
+    def place(key: str, transposed: bool, torch_shape: tuple[int, ...], dtype: np.dtype) -> jax.Array:
+        shape = tuple(reversed(torch_shape)) if transposed else torch_shape
+        place_from = make_transposed_array_from_reader if transposed else make_array_from_reader
+        return place_from(shape, device, lambda box: _read(state_dict[names[key]], box, dtype))
+
+    jobs = {entry[0]: functools.partial(place, key, *entry[1:]) for key, entry in table.items()}
+    sizes = {path: math.prod(shape) * np.dtype(dtype).itemsize for path, _, shape, dtype in table.values()}
+    values = place_concurrently(jobs, sizes, f"loading {type(model).__name__}", progress)
     state = nnx.state(model, nnx.Param)
     flat = dict(nnx.to_flat_state(state))
-    for key, (path, transposed, _, dtype) in table.items():
-        array = to_numpy(state_dict[names[key]])
-        flat[path].set_value(jnp.asarray((transpose(array) if transposed else array).astype(dtype)))
+    for path, value in values.items():
+        flat[path].set_value(value)
     nnx.update(model, state)
     return model
+
+
+def _read(value: Any, box: tuple[slice, ...], dtype: np.dtype) -> np.ndarray:  # noqa: ANN401
+    """A box of a state-dict value (a `LazyTensor` reads only its bytes; others are converted whole) in `dtype`."""
+    block = value[box] if isinstance(value, LazyTensor) else to_numpy(value)[box]
+    return np.asarray(block).astype(dtype, copy=False)

@@ -185,6 +185,7 @@ def _gemma_prompt_encoder(files: CheckpointFiles, config: dict[str, Any], tensor
         files.gemma_root,
         config,
         tensors,
+        processor_dtype=jnp.dtype(files.dtype),  # as the reference's ModelLedger builds it
         mesh=mesh if mesh.size > 1 else None,
         # Cache hits are per process: with several processes one could skip a Gemma forward whose weights
         # span all of them and hang the others, so the cache is used only in single-process runs.

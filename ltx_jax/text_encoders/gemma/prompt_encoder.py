@@ -98,8 +98,14 @@ def build_prompt_encoder(
     """
     text_encoder = GemmaTextEncoder.from_root(gemma_root, param_dtype=gemma_dtype, mesh=mesh, max_length=max_length)
     gemma = text_encoder.model.config
-    processor = EmbeddingsProcessorConfigurator.from_config(
-        ltx_config, embedding_dim=gemma.hidden_size, num_layers=gemma.num_hidden_layers + 1, param_dtype=processor_dtype
+    processor = nnx.eval_shape(  # shapes only: every parameter is loaded next (random init took minutes on a CPU)
+        lambda: EmbeddingsProcessorConfigurator.from_config(
+            ltx_config,
+            embedding_dim=gemma.hidden_size,
+            num_layers=gemma.num_hidden_layers + 1,
+            rngs=nnx.Rngs(0),
+            param_dtype=processor_dtype,
+        )
     )
     load_state_dict(processor, embeddings_processor_state_dict(ltx_tensors), prefix="")
     cache = None
