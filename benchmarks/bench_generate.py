@@ -108,7 +108,7 @@ def generate_phases(stdout: str) -> list[tuple[str, str]]:
         r"DiT: (\d+) video tokens: (\d+) forwards, ([\d.]+) ms each \(median\)(.*)", stdout)]  # fmt: skip
     time_line = re.search(r"time: (.*); compiling: (.*)", stdout)
     if time_line:
-        phases = [(phase.rsplit(" ", 2)[0], " ".join(phase.rsplit(" ", 2)[1:])) for phase in time_line[1].split(", ")]
+        phases = re.findall(r"([a-z][a-z0-9 ]*?) ([\d.]+ s)", time_line[1])
         rows += [(name, value) for name, value in phases if name != "prompt encoding"]  # encoded ahead
         rows.append(("compiling (within the phases above)", time_line[2]))
     total = re.search(r"total: ([\d.]+ s)", stdout)

@@ -237,6 +237,8 @@ def test_generate_runs_two_stage_on_the_tiny_files(tiny, tmp_path, monkeypatch):
     assert gemma_alive_at_load == [[False, False]]  # one Gemma, freed; the pipeline loads without it
     (video,) = info["videos"]
     assert set(video["output"].forwards) == {8, 32}  # stage 1 at 2 x 2 latents x 2 frames, stage 2 at 4 x 4 x 2
+    stages = [video["output"].timings[phase] for phase in ("stage_1_denoising", "upsampling", "stage_2_denoising")]
+    assert 0 < sum(stages) <= video["output"].timings["denoising"]
     assert video["output"].settings.guidance.video.stg_blocks == (28,)  # LTX-2.3's defaults
     with av.open(str(out)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 9

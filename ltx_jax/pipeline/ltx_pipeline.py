@@ -88,7 +88,8 @@ class GeneratedVideo:
         sample_rate: audio samples per second (0 without audio).
         video_latent, audio_latent: the final latents `(1, C, F, H, W)` and `(1, C, T, M)`.
         settings: every argument the generation used, defaults filled in.
-        timings: wall seconds per phase ("prompt_encoding", "denoising", "video_decoding", "audio_decoding").
+        timings: wall seconds per phase ("prompt_encoding", "denoising", "video_decoding", "audio_decoding";
+            two-stage flows also "stage_1_denoising", "upsampling" and "stage_2_denoising", within "denoising").
         peak_memory: per phase, the largest device-memory peak (bytes, over this process's devices,
             since the process started) when the phase ended; the phase where it grows holds the peak.
             Empty where the backend does not report memory (CPU).
@@ -285,7 +286,8 @@ class LTXPipeline:
             forward.seconds.clear()
             forward.peaks.clear()
         with _timed(timings, "denoising", peaks):
-            video_latent, audio_latent = generate(self._components, request, self.flow)
+            video_latent, audio_latent = generate(self._components, request, self.flow, stages := {})
+        timings.update(stages)  # within denoising
         video = audio = None
         sample_rate = 0
         if jax.process_index() == 0:  # the others computed the same latents; only process 0 decodes

@@ -12,9 +12,11 @@ The components are callables, so the flows run on any mesh and with any decoder 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
+import time
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -126,8 +128,12 @@ def validate(request: Request, flow: Flow) -> None:
         )
 
 
-def generate(components: Components, request: Request, flow: Flow) -> tuple[jax.Array | None, jax.Array | None]:
-    """Runs `flow`; returns the final video latent `(B, C, F, H, W)` and audio latent `(B, C, T, M)`."""
+def generate(
+    components: Components, request: Request, flow: Flow, timings: dict[str, float] | None = None
+) -> tuple[jax.Array | None, jax.Array | None]:
+    """Runs `flow`; returns the final video latent `(B, C, F, H, W)` and audio latent `(B, C, T, M)`.
+    With `timings`, a two-stage flow adds the wall seconds of "stage_1_denoising", "upsampling" and
+    "stage_2_denoising" to it."""
     validate(request, flow)
     key = jax.random.key(request.seed)
     if flow == "one-stage":
@@ -138,15 +144,24 @@ def generate(components: Components, request: Request, flow: Flow) -> tuple[jax.
         raise ValueError(f"The {flow} flow needs the spatial upsampler (components.upsample).")
     stage_1_sigmas = ltx2_sigmas(request.num_inference_steps) if two_stage else np.asarray(DISTILLED_SIGMA_VALUES)
     guidance = request.guidance if two_stage else Guidance()
-    video, audio = _stage(components, request, 2, stage_1_sigmas, key, guidance, "stage 1")
-    upsampled = components.upsample(video[:1])
+    timed = functools.partial(_timed, {} if timings is None else timings)
+    video, audio = timed("stage_1_denoising", _stage, components, request, 2, stage_1_sigmas, key, guidance, "stage 1")
+    upsampled = timed("upsampling", components.upsample, video[:1])
     stage_2 = dataclasses.replace(components, transformer=components.stage_2_transformer or components.transformer)
     sigmas = np.asarray(STAGE_2_DISTILLED_SIGMA_VALUES, np.float32)
-    video_2, audio_2 = _stage(
-        stage_2, request, 1, sigmas, jax.random.fold_in(key, 2), Guidance(), "stage 2",
+    video_2, audio_2 = timed(
+        "stage_2_denoising", _stage, stage_2, request, 1, sigmas, jax.random.fold_in(key, 2), Guidance(), "stage 2",
         initial=(upsampled, audio), noise_scale=float(sigmas[0]),
     )  # fmt: skip
     return video_2, audio if two_stage else audio_2
+
+
+def _timed(timings: dict[str, float], phase: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+    """`fn(*args, **kwargs)`, waited for, its wall seconds added to `timings[phase]`."""
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn(*args, **kwargs))
+    timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - start
+    return out
 
 
 def _stage(
