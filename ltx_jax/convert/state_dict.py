@@ -16,10 +16,8 @@ import jax
 import ml_dtypes
 import numpy as np
 from flax import nnx
-from jax.sharding import SingleDeviceSharding
 
-from ltx_jax.convert.placement import make_array_from_reader, make_transposed_array_from_reader, place_concurrently
-from ltx_jax.convert.safetensors_file import LazyTensor
+from ltx_jax.convert.placement import place_concurrently
 
 DIT_PREFIX = "model.diffusion_model."
 _SHOWN = 8  # offending keys listed per kind of problem
@@ -133,12 +131,11 @@ def load_state_dict(
             + ". "
             + hint
         )
-    device = SingleDeviceSharding(jax.devices()[0])  # where jnp.asarray puts an array
 
     def place(key: str, transposed: bool, torch_shape: tuple[int, ...], dtype: np.dtype) -> jax.Array:
-        shape = tuple(reversed(torch_shape)) if transposed else torch_shape
-        place_from = make_transposed_array_from_reader if transposed else make_array_from_reader
-        return place_from(shape, device, lambda box: _read(state_dict[names[key]], box, dtype))
+        # uncommitted, on the default device as jnp.asarray puts it, so jit may move it next to its other inputs
+        stored = jax.device_put(_read(state_dict[names[key]], dtype))
+        return _transpose(stored) if transposed else stored
 
     jobs = {entry[0]: functools.partial(place, key, *entry[1:]) for key, entry in table.items()}
     sizes = {path: math.prod(shape) * np.dtype(dtype).itemsize for path, _, shape, dtype in table.values()}
@@ -151,7 +148,12 @@ def load_state_dict(
     return model
 
 
-def _read(value: Any, box: tuple[slice, ...], dtype: np.dtype) -> np.ndarray:  # noqa: ANN401
-    """A box of a state-dict value (a `LazyTensor` reads only its bytes; others are converted whole) in `dtype`."""
-    block = value[box] if isinstance(value, LazyTensor) else to_numpy(value)[box]
-    return np.asarray(block).astype(dtype, copy=False)
+def _read(value: Any, dtype: np.dtype) -> np.ndarray:  # noqa: ANN401
+    """A state-dict value (torch, numpy, jax or a `LazyTensor`) as a numpy array of `dtype`."""
+    return to_numpy(value).astype(dtype, copy=False)
+
+
+@jax.jit
+def _transpose(matrix: jax.Array) -> jax.Array:
+    """A torch `[out, in]` weight -> the `[in, out]` kernel, on the device (moving bits: exact)."""
+    return matrix.T
