@@ -402,6 +402,9 @@ def peak_memory(before: dict[str, int | None], out: Any) -> str:  # noqa: ANN401
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    cache = Path(args.compile_cache_dir)
+    if args.compile_cache_dir != "none" and cache.exists() and not cache.is_dir():
+        sys.exit(f"error: --compile-cache-dir {cache} is a file; give a directory (created if missing) or 'none'.")
     processes = cluster_size(args)
     if args.mesh % processes:
         sys.exit(

@@ -299,6 +299,13 @@ def test_several_prompts_load_and_compile_once(tmp_path):
             generate.run(generate.parse_args([*extra, "--output-path", str(tmp_path / "x.mp4")]))
 
 
+def test_a_compile_cache_path_that_is_a_file_is_refused_before_anything_starts(tmp_path):
+    not_a_dir = tmp_path / "cache"
+    not_a_dir.write_text("")
+    with pytest.raises(SystemExit, match="--compile-cache-dir .* is a file"):
+        generate.main(["--compile-cache-dir", str(not_a_dir), "--output-path", str(tmp_path / "x.mp4")])
+
+
 def compile_report(output: str) -> tuple[int, float, int]:
     """(programs, seconds, cache hits) of the summary's first 'compiling:' line."""
     match = re.search(r"compiling: (\d+) programs in ([\d.]+) s, (\d+) from the persistent cache", output)

@@ -23,6 +23,7 @@ from transformers import AutoImageProcessor, Gemma3ForConditionalGeneration
 import ltx_jax
 from ltx_jax import LTXPipeline
 from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys, mismatch_problems
+from ltx_jax.pipeline import CheckpointFiles
 from ltx_jax.pipeline.prompts import TextEncoder
 from ltx_jax.text_encoders.gemma.encoders import abstract_gemma, gemma_text_state_dict
 from ltx_jax.text_encoders.gemma.encoders.gemma3_config import Gemma3ModelConfig
@@ -243,6 +244,11 @@ def test_generate_runs_two_stage_on_the_tiny_files(tiny, tmp_path, monkeypatch):
     with av.open(str(out)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 9
         assert container.streams.audio[0].sample_rate == 48000  # the BigVGAN + BWE vocoder
+
+
+def test_text_encoder_needs_the_gemma_directory(tiny):
+    with pytest.raises(ValueError, match="needs files.gemma_root"):
+        TextEncoder.from_files(CheckpointFiles(tiny["checkpoint"]), flow="one-stage")
 
 
 def test_writer_is_deterministic_and_leaves_nothing_behind_on_failure(tmp_path):
