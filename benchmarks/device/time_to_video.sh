@@ -7,6 +7,8 @@
 #   loadbase   load_checkpoint before this work (.trees/base), once
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
+#   distilled  the distilled flow at 768x512x121 (sglang's published size), the same three runs (the synthetic
+#              checkpoint stands in for the distilled one: the same tensors)
 #   mkdir -p .trees/base && git archive 135e3e1 ltx_jax | tar -x -C .trees/base; wheels in .whl (ltx-core,
 #   ltx-pipelines, orbax-checkpoint 0.12.8, av) and .whl_ref (transformers 4.57.1, huggingface-hub 0.36.0,
 #   tokenizers 0.22.1), both carried
@@ -46,3 +48,10 @@ for run in cold warm reference; do
         --cache-dir /tmp/compile_cache --out-dir "$OUT" 2>&1 | tee "$OUT/generate-$run.txt"
     rm -f "$OUT"/*.mp4
 done
+if [[ " $PARTS " == *" distilled "* ]]; then
+    PYTHONPATH=/tmp/site_ref:/tmp/site:$PWD timeout 200 python3 benchmarks/bench_generate.py "$DATA/manifest.json" \
+        --flow distilled --height 512 --width 768 --runs reference --out-dir "$OUT" 2>&1 | tee "$OUT/distilled.txt"
+    timeout 380 python3 benchmarks/bench_generate.py "$DATA/manifest.json" --flow distilled --height 512 --width 768 \
+        --runs cold warm --cache-dir /tmp/compile_cache_distilled --out-dir "$OUT" 2>&1 | tee -a "$OUT/distilled.txt"
+    rm -f "$OUT"/*.mp4
+fi
