@@ -70,15 +70,28 @@ def size_help(name: str, unit: str) -> str:
     )
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (argparse names the flag in its error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     run = parser.add_argument_group("run")
-    run.add_argument("--mesh", type=int, default=1, help="devices on the sequence-parallel axis (default 1)")
+    run.add_argument("--mesh", type=positive_int, default=1, help="devices on the sequence-parallel axis (default 1)")
     run.add_argument("--backend", choices=get_args(ExchangeBackend), default="all_to_all", help="head exchange")
     run.add_argument("--strategy", choices=get_args(Strategy), default="ulysses", help="context parallelism")
-    run.add_argument("--ulysses-degree", type=int, help="with --strategy usp: devices per Ulysses group")
+    run.add_argument("--ulysses-degree", type=positive_int, help="with --strategy usp: devices per Ulysses group")
     run.add_argument("--cpu", action="store_true", help="simulated CPU devices even if a GPU is present")
-    run.add_argument("--max-batch-size", type=int, default=None, help="guidance passes per forward (default: all)")
+    run.add_argument(
+        "--max-batch-size", type=positive_int, default=None, help="guidance passes per forward (default: all)"
+    )
     run.add_argument("--output-path", type=Path, default=Path("output.mp4"), help="mp4 to write (default output.mp4)")
     run.add_argument("--save-latents", type=Path, help="also write the final video/audio latents to this .npz")
     run.add_argument("--dtype", choices=list(PARAM_DTYPES), help="weights with --checkpoint-path (default bfloat16)")
@@ -89,9 +102,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     cluster = parser.add_argument_group("several processes (jax.distributed; auto-detected under SLURM / Open MPI)")
     cluster.add_argument("--coordinator-address", help="HOST:PORT of process 0's coordinator")
-    cluster.add_argument("--num-processes", type=int, help="processes in the job")
+    cluster.add_argument("--num-processes", type=positive_int, help="processes in the job")
     cluster.add_argument("--process-id", type=int, help="this process's index, 0..num-processes-1")
-    cluster.add_argument("--distributed-timeout", type=int, default=120, help="seconds to wait for peers (120)")
+    cluster.add_argument(
+        "--distributed-timeout", type=positive_int, default=120, help="seconds to wait for peers (120)"
+    )
     models = parser.add_argument_group("models (none given: the embedded tiny random-weight default)")
     models.add_argument("--checkpoint-path", type=Path, help="an official LTX-2 .safetensors (DiT, VAEs, vocoder)")
     models.add_argument("--gemma-root", type=Path, help="Gemma 3 directory (weights + tokenizer) to encode --prompt")

@@ -110,7 +110,6 @@ def test_image_at_frame_zero_is_kept_at_strength_one(tmp_path):
     ("argv", "message"),
     [
         (["--mesh", "16"], "mesh"),
-        (["--mesh", "0"], "n must be a positive integer"),
         (["--mesh", "3"], "divisible by the mesh size"),
         (["--num-frames", "24"], r"8k\+1"),
         (["--height", "100"], "multiple of 32"),
@@ -126,7 +125,6 @@ def test_image_at_frame_zero_is_kept_at_strength_one(tmp_path):
         (["--pipeline", "distilled", "--video-cfg-guidance-scale", "2"], "distilled flow runs fixed sigmas"),
         (["--checkpoint-path", "missing.safetensors"], "must be an existing .safetensors file"),
         (["--strategy", "usp"], "needs --ulysses-degree"),
-        (["--max-batch-size", "0"], "max_batch_size must be a positive integer"),
         (["--backend", "ffi"], "backend='ffi' is a CUDA kernel"),
     ],
 )
@@ -297,6 +295,23 @@ def test_several_prompts_load_and_compile_once(tmp_path):
                            (["--prompts-file", str(tmp_path / "none.txt")], "does not exist")):  # fmt: skip
         with pytest.raises((ValueError, FileNotFoundError), match=message):
             generate.run(generate.parse_args([*extra, "--output-path", str(tmp_path / "x.mp4")]))
+
+
+@pytest.mark.parametrize("flag", ["--mesh", "--max-batch-size", "--ulysses-degree", "--num-processes"])
+def test_counts_below_one_are_usage_errors_naming_the_flag(flag, capsys):
+    for value in ("0", "-2", "x"):
+        with pytest.raises(SystemExit) as exit_info:
+            generate.parse_args([flag, value])
+        assert exit_info.value.code == 2
+        assert f"argument {flag}" in capsys.readouterr().err
+
+
+def test_the_library_refuses_the_same_counts():
+    """What the flags refuse above, the Python API refuses too, before building anything."""
+    with pytest.raises(ValueError, match="n must be a positive integer"):
+        make_mesh(0)
+    with pytest.raises(ValueError, match="max_batch_size must be a positive integer"):
+        LTXPipeline.embedded(mesh=make_mesh(8), max_batch_size=0)
 
 
 def test_a_compile_cache_path_that_is_a_file_is_refused_before_anything_starts(tmp_path):
