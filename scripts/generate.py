@@ -274,8 +274,6 @@ def load_and_encode(
     """The pipeline and every prompt's contexts. With Gemma files, Gemma is loaded first, encodes every prompt
     and is freed before the DiT is loaded (ltx-pipelines' order: the device holds one of them at a time);
     the embedded default encodes with its own tiny Gemma, then releases it."""
-    import dataclasses  # noqa: PLC0415
-
     from ltx_jax import LTXPipeline  # noqa: PLC0415
     from ltx_jax.pipeline.ltx_pipeline import device_memory_peak  # noqa: PLC0415
     from ltx_jax.pipeline.prompts import TextEncoder  # noqa: PLC0415
