@@ -305,6 +305,8 @@ def load_and_encode(
 def prompts_of(args: argparse.Namespace) -> list[str]:
     """--prompt (repeatable) and the lines of --prompts-file, in that order; the default prompt if neither."""
     prompts = list(args.prompt or [])
+    if any(not prompt.strip() for prompt in prompts):
+        raise ValueError(f"--prompt must be non-empty text, got {next(p for p in prompts if not p.strip())!r}.")
     if args.prompts_file is not None:
         if not args.prompts_file.is_file():
             raise FileNotFoundError(f"--prompts-file {args.prompts_file} does not exist.")

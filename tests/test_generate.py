@@ -125,6 +125,7 @@ def test_image_at_frame_zero_is_kept_at_strength_one(tmp_path):
         (["--pipeline", "distilled", "--video-cfg-guidance-scale", "2"], "distilled flow runs fixed sigmas"),
         (["--checkpoint-path", "missing.safetensors"], "must be an existing .safetensors file"),
         (["--strategy", "usp"], "needs --ulysses-degree"),
+        (["--prompt", "a fox", "--prompt", " "], "--prompt must be non-empty text"),
         (["--backend", "ffi"], "backend='ffi' is a CUDA kernel"),
     ],
 )
