@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import math
 import os
 import shutil
 import time
@@ -31,14 +30,9 @@ from orbax.checkpoint import v1 as ocp
 
 from ltx_jax.config import LTXConfig
 from ltx_jax.convert.dit_tensors import DitTensors, Lora, checkpoint_config, parse_dtype
-from ltx_jax.convert.placement import (
-    Progress,
-    make_array_from_reader,
-    make_transposed_array_from_reader,
-    place_concurrently,
-)
+from ltx_jax.convert.placement import Progress, place_parameter, place_table
 from ltx_jax.convert.safetensors_file import SafetensorsFile
-from ltx_jax.convert.state_dict import expected_keys, transpose
+from ltx_jax.convert.state_dict import expected_keys, set_params, transpose
 from ltx_jax.model.attention_backends import AttentionBackend
 from ltx_jax.model.model import LTXModel
 from ltx_jax.parallel.sharding import param_sharding
@@ -203,14 +197,6 @@ def _sharding(shape: tuple[int, ...], mesh: Mesh | None, shard_weights: bool) ->
     return SingleDeviceSharding(jax.devices()[0]) if mesh is None else param_sharding(shape, mesh, shard_weights)
 
 
-def _set_params(model: LTXModel, values: Mapping[tuple[Any, ...], jax.Array]) -> LTXModel:
-    state = nnx.state(model, nnx.Param)
-    for param_path, variable in nnx.to_flat_state(state):
-        variable.set_value(values[param_path])
-    nnx.update(model, state)
-    return model
-
-
 def _load_safetensors(
     path: str,
     mesh: Mesh | None,
@@ -228,15 +214,11 @@ def _load_safetensors(
     tensors = DitTensors(st, dtype, loras)
     tensors.check_against(table)
 
-    def place(key: str, transposed: bool, torch_shape: tuple[int, ...]) -> jax.Array:
-        shape = tuple(reversed(torch_shape)) if transposed else torch_shape
-        place_from = make_transposed_array_from_reader if transposed else make_array_from_reader
-        return place_from(shape, _sharding(shape, mesh, shard_weights), lambda box: tensors.read(key, box))
+    def place(key: str, transposed: bool, torch_shape: tuple[int, ...], _: np.dtype) -> jax.Array:
+        sharding_for = functools.partial(_sharding, mesh=mesh, shard_weights=shard_weights)
+        return place_parameter(torch_shape, transposed, sharding_for, lambda box: tensors.read(key, box))
 
-    jobs = {entry[0]: functools.partial(place, key, *entry[1:3]) for key, entry in table.items()}
-    sizes = {path: math.prod(torch_shape) * dtype.itemsize for path, _, torch_shape, _ in table.values()}
-    values = place_concurrently(jobs, sizes, f"loading {os.path.basename(path)}", progress)
-    return _set_params(model, values), cfg
+    return set_params(model, place_table(table, place, f"loading {os.path.basename(path)}", progress)), cfg
 
 
 def _load_converted(
@@ -265,4 +247,4 @@ def _load_converted(
     if dtype != stored:
         model = LTXModel.abstract(cfg, dtype, attention_backend)
         values = {p: v.astype(dtype) for p, v in values.items()}
-    return _set_params(model, values), cfg
+    return set_params(model, values), cfg

@@ -7,6 +7,7 @@ is transposed on the devices (`make_transposed_array_from_reader`).
 """
 
 import functools
+import math
 import sys
 import time
 from collections.abc import Callable, Hashable, Mapping
@@ -81,6 +82,35 @@ def make_transposed_array_from_reader(
     transpose is local, with no communication."""
     stored = make_array_from_reader(tuple(reversed(shape)), mirrored(sharding, len(shape)), read)
     return _transpose_into(sharding)(stored)
+
+
+def place_parameter(
+    torch_shape: tuple[int, ...],
+    transposed: bool,
+    sharding_for: Callable[[tuple[int, ...]], Sharding],
+    read: Callable[[tuple[slice, ...]], np.ndarray],
+) -> jax.Array:
+    """A parameter stored in torch layout `torch_shape` (`read(box)` reads a box of it), placed in JAX layout
+    (reversed axes where `transposed`) under `sharding_for(jax_shape)`."""
+    shape = tuple(reversed(torch_shape)) if transposed else tuple(torch_shape)
+    place_from = make_transposed_array_from_reader if transposed else make_array_from_reader
+    return place_from(shape, sharding_for(shape), read)
+
+
+def place_table(
+    table: Mapping[str, tuple[tuple, bool, tuple[int, ...], np.dtype]],
+    place: Callable[[str, bool, tuple[int, ...], np.dtype], jax.Array],
+    label: str,
+    progress: bool,
+) -> dict[tuple, jax.Array]:
+    """Parameter path -> `place(key, transposed, torch_shape, dtype)` for every entry of an
+    `expected_keys` table, concurrently (`place_concurrently`)."""
+    jobs = {
+        path: functools.partial(place, key, transposed, shape, dtype)
+        for key, (path, transposed, shape, dtype) in table.items()
+    }
+    sizes = {path: math.prod(shape) * np.dtype(dtype).itemsize for path, _, shape, dtype in table.values()}
+    return place_concurrently(jobs, sizes, label, progress)
 
 
 def place_concurrently(

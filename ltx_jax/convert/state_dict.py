@@ -7,8 +7,6 @@ itself: every parameter path maps to one key, and a `Linear` kernel maps to the 
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,7 +15,7 @@ import ml_dtypes
 import numpy as np
 from flax import nnx
 
-from ltx_jax.convert.placement import place_concurrently
+from ltx_jax.convert.placement import place_table
 
 DIT_PREFIX = "model.diffusion_model."
 _SHOWN = 8  # offending keys listed per kind of problem
@@ -137,13 +135,14 @@ def load_state_dict(
         stored = jax.device_put(_read(state_dict[names[key]], dtype))
         return _transpose(stored) if transposed else stored
 
-    jobs = {entry[0]: functools.partial(place, key, *entry[1:]) for key, entry in table.items()}
-    sizes = {path: math.prod(shape) * np.dtype(dtype).itemsize for path, _, shape, dtype in table.values()}
-    values = place_concurrently(jobs, sizes, f"loading {type(model).__name__}", progress)
+    return set_params(model, place_table(table, place, f"loading {type(model).__name__}", progress))
+
+
+def set_params(model: nnx.Module, values: Mapping[tuple[Any, ...], jax.Array]) -> nnx.Module:
+    """Sets every `nnx.Param` of `model` from `values` (parameter path -> array), in place; returns `model`."""
     state = nnx.state(model, nnx.Param)
-    flat = dict(nnx.to_flat_state(state))
-    for path, value in values.items():
-        flat[path].set_value(value)
+    for path, variable in nnx.to_flat_state(state):
+        variable.set_value(values[path])
     nnx.update(model, state)
     return model
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,9 +30,9 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
-from ltx_jax.convert.placement import make_array_from_reader, make_transposed_array_from_reader, place_concurrently
+from ltx_jax.convert.placement import place_parameter, place_table
 from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors
-from ltx_jax.convert.state_dict import expected_keys, mismatch_problems, to_numpy
+from ltx_jax.convert.state_dict import expected_keys, mismatch_problems, set_params, to_numpy
 from ltx_jax.parallel.sharding import param_sharding
 from ltx_jax.text_encoders.gemma.encoders.gemma3_config import Gemma3ModelConfig
 from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel
@@ -118,19 +117,10 @@ def load_gemma_state_dict(
         )
 
     def place(key: str, transposed: bool, torch_shape: tuple[int, ...], dtype: np.dtype) -> jax.Array:
-        shape = tuple(reversed(torch_shape)) if transposed else torch_shape
-        place_from = make_transposed_array_from_reader if transposed else make_array_from_reader
-        return place_from(shape, gemma_param_sharding(shape, mesh), lambda box: _read(tensors[key], box, dtype))
+        sharding_for = functools.partial(gemma_param_sharding, mesh=mesh)
+        return place_parameter(torch_shape, transposed, sharding_for, lambda box: _read(tensors[key], box, dtype))
 
-    jobs = {entry[0]: functools.partial(place, key, *entry[1:]) for key, entry in table.items()}
-    sizes = {path: math.prod(shape) * np.dtype(dtype).itemsize for path, _, shape, dtype in table.values()}
-    values = place_concurrently(jobs, sizes, "loading Gemma", progress)
-    state = nnx.state(model, nnx.Param)
-    flat = dict(nnx.to_flat_state(state))
-    for path, value in values.items():
-        flat[path].set_value(value)
-    nnx.update(model, state)
-    return model
+    return set_params(model, place_table(table, place, "loading Gemma", progress))
 
 
 def _read(tensor: Any, box: tuple[slice, ...], dtype: np.dtype) -> np.ndarray:  # noqa: ANN401
