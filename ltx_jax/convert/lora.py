@@ -9,11 +9,11 @@ from __future__ import annotations
 import logging
 
 import jax
-import numpy as np
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
 from ltx_jax.convert.dit_tensors import Lora, lora_pairs
+from ltx_jax.convert.placement import make_array_from_reader
 from ltx_jax.convert.state_dict import expected_keys
 from ltx_jax.model.lora import LoraWeights
 from ltx_jax.model.model import LTXModel
@@ -26,7 +26,7 @@ def load_lora(model: LTXModel, lora: Lora, *, mesh: Mesh | None = None) -> LoraW
     device). Raises `ValueError` if a factor's shape does not fit its weight or nothing matches;
     modules the model lacks are skipped with a warning, as when fusing at load time."""
     table = expected_keys(model)
-    place = (lambda x: jax.device_put(x)) if mesh is None else _replicate_on(mesh)
+    sharding = SingleDeviceSharding(jax.devices()[0]) if mesh is None else NamedSharding(mesh, P())
     factors, unmatched, problems = {}, [], []
     for key, (a, b) in lora_pairs(lora).items():
         if key not in table:
@@ -37,7 +37,7 @@ def load_lora(model: LTXModel, lora: Lora, *, mesh: Mesh | None = None) -> LoraW
         if not transposed or a.shape != (rank, in_features) or b.shape != (out_features, rank):
             problems.append(f"{key}: A {a.shape}, B {b.shape} for a weight of {(out_features, in_features)}")
             continue
-        factors[path] = (place(a), place(b))
+        factors[path] = tuple(make_array_from_reader(x.shape, sharding, x.__getitem__) for x in (a, b))
     if problems:
         raise ValueError(f"LoRA {lora.path} does not fit this DiT: " + "; ".join(problems[:8]) + ".")
     if not factors:
@@ -45,8 +45,3 @@ def load_lora(model: LTXModel, lora: Lora, *, mesh: Mesh | None = None) -> LoraW
     if unmatched:
         logger.warning("LoRA %s: %d modules are not in this DiT and are skipped", lora.path, len(unmatched))
     return LoraWeights(factors, lora.strength)
-
-
-def _replicate_on(mesh: Mesh):  # noqa: ANN202
-    sharding = NamedSharding(mesh, P())
-    return lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: np.asarray(x[index]))
