@@ -24,6 +24,7 @@ from ltx_jax.text_encoders.gemma.encoders import (
     Gemma3ModelConfig,
     GemmaTextEncoder,
     abstract_gemma,
+    base_encoder,
     gemma_text_state_dict,
     load_gemma_state_dict,
     read_gemma_config,
@@ -255,7 +256,9 @@ def test_text_encoder_matches_ltx_core(tmp_path):
     with torch.no_grad():
         expected, expected_mask = reference.encode(PROMPTS[0])
     ours = GemmaTextEncoder.from_root(root, param_dtype=jnp.float32, max_length=16)
+    compiled_layers = base_encoder._layer._cache_size()
     hidden, mask = ours.encode([PROMPTS[0]])
+    assert base_encoder._layer._cache_size() - compiled_layers <= 1  # one program for the 4 layers (both kinds)
     np.testing.assert_array_equal(mask, expected_mask.numpy())
     assert hidden.shape == (1, 16, 32, 5)
     assert max(errors(tuple(jnp.moveaxis(hidden, -1, 0)), expected)) <= FLOAT32_TOLERANCE

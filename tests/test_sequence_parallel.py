@@ -223,13 +223,30 @@ def test_no_dense_mask_without_caller_mask(model):
 
 
 def test_one_compile_per_shape(model):
-    sp = SequenceParallel(model, make_mesh(8))
+    sp = SequenceParallel(model, make_mesh(8), block_programs=False)
     video, audio = inputs()
     sp(video, audio)
     sp(dataclasses.replace(video, latent=video.latent + 1), audio)
-    assert sp._sharded._cache_size() == 1
+    assert sp.compiled() == {"whole": 1}
     sp(*inputs(tokens=48))
-    assert sp._sharded._cache_size() == 2
+    assert sp.compiled() == {"whole": 2}
+
+
+def test_block_programs_compile_one_block_for_all():
+    """Four identical blocks compile one block program; a perturbation on one block adds one for that
+    block; the result equals the whole forward compiled as one program."""
+    cfg = dataclasses.replace(CFG, num_layers=4)
+    model = ltx_jax.LTXModel(cfg, rngs=nnx.Rngs(2), attention_backend="xla")
+    video, audio = inputs(cfg)
+    sp = SequenceParallel(model, make_mesh(4))
+    assert_same(sp(video, audio), SequenceParallel(model, make_mesh(4), block_programs=False)(video, audio))
+    sp(dataclasses.replace(video, latent=video.latent + 1), audio)
+    assert sp.compiled() == {"whole": 0, "prepare": 1, "block": 1, "finish": 1}
+    stg = BatchedPerturbationConfig(
+        (PerturbationConfig(), PerturbationConfig((Perturbation(PerturbationType.SKIP_VIDEO_SELF_ATTN, (2,)),)))
+    )
+    assert_same(sp(video, audio, stg), single_device(model, video, audio, stg))
+    assert sp.compiled()["block"] == 2
 
 
 def test_heads_not_divisible(model):

@@ -3,6 +3,7 @@
 # after the other on the same machine (the files stay on it between calls). PARTS picks what runs:
 #   files      random-weight LTX-2.3 files (scripts/make_synthetic_checkpoint.py, all 48 DiT and Gemma layers):
 #              the checkpoint, LoRA and upsampler on disk, the Gemma directory on the RAM disk
+#   compile    benchmarks/bench_compile.py: the 48-block DiT compiled whole against block programs (no files)
 #   load       benchmarks/bench_load.py: ltx-core's SingleGPUModelBuilder and load_checkpoint after, twice each
 #   loadbase   load_checkpoint before this work (.trees/base), once
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
@@ -34,6 +35,9 @@ if [[ " $PARTS " == *" files "* ]]; then
     ls -la "$DATA" /dev/shm/gemma; df -h / /dev/shm | tail -2
 fi
 checkpoint="$DATA/ltx-2.3-22b-dev.safetensors"
+if [[ " $PARTS " == *" compile "* ]]; then
+    timeout 420 python3 benchmarks/bench_compile.py --repeats 3 --rounds 2 2>&1 | tee "$OUT/compile.txt"
+fi
 if [[ " $PARTS " == *" load "* ]]; then
     timeout 200 python3 benchmarks/bench_load.py "$checkpoint" --trees . --repeats 2 2>&1 | tee "$OUT/load.txt"
 fi

@@ -78,6 +78,39 @@ class BatchedPerturbationConfig:
     def all_in_batch(self, perturbation_type: PerturbationType, block: int) -> bool:
         return all(p.is_perturbed(perturbation_type, block) for p in self.perturbations)
 
+    def at_block(self, block: int) -> BlockPerturbations:
+        """What block `block` skips, per sample (all a block needs to know, independent of its index)."""
+        skips = tuple(
+            (perturbation_type, skipping)
+            for perturbation_type in PerturbationType
+            if any(skipping := tuple(p.is_perturbed(perturbation_type, block) for p in self.perturbations))
+        )
+        return BlockPerturbations(len(self.perturbations), skips)
+
     @staticmethod
     def empty(batch_size: int) -> BatchedPerturbationConfig:
         return BatchedPerturbationConfig(tuple(PerturbationConfig.empty() for _ in range(batch_size)))
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockPerturbations:
+    """The perturbations of a batch at one block: for each attention some sample skips there, which
+    samples skip it. Blocks that skip the same things get equal (hashable) values, so a compiled block
+    program is shared by all of them.
+    """
+
+    batch_size: int
+    skips: tuple[tuple[PerturbationType, tuple[bool, ...]], ...] = ()
+
+    def skipping(self, perturbation_type: PerturbationType) -> tuple[bool, ...]:
+        return dict(self.skips).get(perturbation_type, (False,) * self.batch_size)
+
+    def mask(self, perturbation_type: PerturbationType) -> np.ndarray:
+        """`(B,)` float32 keep-mask: 0 where the sample skips this attention."""
+        return np.array([0.0 if skip else 1.0 for skip in self.skipping(perturbation_type)], np.float32)
+
+    def any_in_batch(self, perturbation_type: PerturbationType) -> bool:
+        return any(self.skipping(perturbation_type))
+
+    def all_in_batch(self, perturbation_type: PerturbationType) -> bool:
+        return all(self.skipping(perturbation_type))

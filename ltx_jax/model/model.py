@@ -91,7 +91,7 @@ class LTXModel(nnx.Module):
             self.av_ca_a2v_gate_adaln_single = adaln(v_dim, 1)
             self.av_ca_v2a_gate_adaln_single = adaln(a_dim, 1)
         self.transformer_blocks = nnx.List(
-            [BasicAVTransformerBlock(i, cfg, rngs=rngs, param_dtype=param_dtype) for i in range(cfg.num_layers)]
+            [BasicAVTransformerBlock(cfg, rngs=rngs, param_dtype=param_dtype) for _ in range(cfg.num_layers)]
         )
 
     @classmethod
@@ -107,8 +107,6 @@ class LTXModel(nnx.Module):
         if cfg.num_layers > 1:
             first = model.transformer_blocks[0]
             clones = [nnx.clone(first) for _ in range(1, cfg.num_layers)]
-            for idx, block in enumerate(clones, start=1):
-                block.idx = idx
             model.transformer_blocks = nnx.List([first, *clones])
         model.cfg = cfg
         return model
@@ -142,10 +140,23 @@ class LTXModel(nnx.Module):
         if perturbations is None:
             perturbations = BatchedPerturbationConfig.empty((video or audio).latent.shape[0])
         attention_ops = attention_ops or self.attention_ops
+        video_args, audio_args = self.prepare_streams(video, audio)
+        for idx, block in enumerate(self.transformer_blocks):
+            video_args, audio_args = block(video_args, audio_args, perturbations.at_block(idx), attention_ops)
+        return self.outputs(video_args, audio_args)
+
+    def prepare_streams(
+        self, video: Modality | None, audio: Modality | None
+    ) -> tuple[TransformerArgs | None, TransformerArgs | None]:
+        """The first part of `forward`: each modality's block inputs (patchified tokens, AdaLN and RoPE)."""
         video_args = prepare(self.cfg, self._stream("video"), video, audio) if video is not None else None
         audio_args = prepare(self.cfg, self._stream("audio"), audio, video) if audio is not None else None
-        for block in self.transformer_blocks:
-            video_args, audio_args = block(video_args, audio_args, perturbations, attention_ops)
+        return video_args, audio_args
+
+    def outputs(
+        self, video_args: TransformerArgs | None, audio_args: TransformerArgs | None
+    ) -> tuple[jax.Array | None, jax.Array | None]:
+        """The last part of `forward`: the velocities from the last block's outputs."""
         vx = self._output(video_args, self.scale_shift_table, self.proj_out) if video_args is not None else None
         ax = (
             self._output(audio_args, self.audio_scale_shift_table, self.audio_proj_out)

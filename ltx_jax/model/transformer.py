@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from ltx_jax.config import LTXConfig
-from ltx_jax.guidance.perturbations import BatchedPerturbationConfig, PerturbationType
+from ltx_jax.guidance.perturbations import BlockPerturbations, PerturbationType
 from ltx_jax.model.adaln import adaln_embedding_coefficient
 from ltx_jax.model.attention import Attention, AttentionOps
 from ltx_jax.model.feed_forward import FeedForward
@@ -38,8 +38,11 @@ def ada_values(scale_shift_table: jax.Array, modulation: jax.Array, rows: slice)
 
 
 class BasicAVTransformerBlock(nnx.Module):
-    def __init__(self, idx: int, cfg: LTXConfig, *, rngs: nnx.Rngs, param_dtype: jnp.dtype) -> None:
-        self.idx = idx
+    """One block. Unlike ltx-core's, it does not hold its index: the model hands it the perturbations
+    resolved for its position (`BatchedPerturbationConfig.at_block`), so blocks that skip the same
+    attentions are the same program (`ltx_jax.parallel.block_programs` compiles it once)."""
+
+    def __init__(self, cfg: LTXConfig, *, rngs: nnx.Rngs, param_dtype: jnp.dtype) -> None:
         self.norm_eps = cfg.norm_eps
         self.cross_attention_adaln = cfg.cross_attention_adaln
         coef = adaln_embedding_coefficient(cfg.cross_attention_adaln)
@@ -84,7 +87,7 @@ class BasicAVTransformerBlock(nnx.Module):
         self,
         video: TransformerArgs | None,
         audio: TransformerArgs | None,
-        perturbations: BatchedPerturbationConfig,
+        perturbations: BlockPerturbations,
         attention_ops: AttentionOps,
     ) -> tuple[TransformerArgs | None, TransformerArgs | None]:
         vx = video.x if video is not None else None
@@ -121,15 +124,15 @@ class BasicAVTransformerBlock(nnx.Module):
         args: TransformerArgs,
         prefix: str,
         skip: PerturbationType,
-        perturbations: BatchedPerturbationConfig,
+        perturbations: BlockPerturbations,
         attention_ops: AttentionOps,
     ) -> jax.Array:
         name = f"{prefix}attn1"
         shift, scale, gate = ada_values(getattr(self, f"{prefix}scale_shift_table")[...], args.timesteps, slice(0, 3))
         normed = rms_norm(x, self.norm_eps) * (1 + scale) + shift
-        all_perturbed = perturbations.all_in_batch(skip, self.idx)
-        partial = perturbations.any_in_batch(skip, self.idx) and not all_perturbed
-        mask = jnp.asarray(perturbations.mask(skip, self.idx), x.dtype)[:, None, None] if partial else None
+        all_perturbed = perturbations.all_in_batch(skip)
+        partial = perturbations.any_in_batch(skip) and not all_perturbed
+        mask = jnp.asarray(perturbations.mask(skip), x.dtype)[:, None, None] if partial else None
         out = getattr(self, name)(
             normed,
             attention_fn=attention_ops.for_module(name),
@@ -169,7 +172,7 @@ class BasicAVTransformerBlock(nnx.Module):
         audio: TransformerArgs,
         run_a2v: bool,
         run_v2a: bool,
-        perturbations: BatchedPerturbationConfig,
+        perturbations: BlockPerturbations,
         attention_ops: AttentionOps,
     ) -> tuple[jax.Array, jax.Array]:
         # Both directions read the state after text cross-attention, before either update.
@@ -197,7 +200,7 @@ class BasicAVTransformerBlock(nnx.Module):
         )
         updates = []
         for run, skip, (q_norm, q_args, q_table), (k_norm, k_args, k_table), name, rows in directions:
-            if not run or perturbations.all_in_batch(skip, self.idx):
+            if not run or perturbations.all_in_batch(skip):
                 updates.append(None)
                 continue
             scale_q, shift_q = ada_values(q_table[:4], q_args.cross_scale_shift_timestep, rows)
@@ -211,8 +214,8 @@ class BasicAVTransformerBlock(nnx.Module):
                 k_pe=k_args.cross_positional_embeddings,
             )
             out = out * gate
-            if perturbations.any_in_batch(skip, self.idx):
-                out = out * jnp.asarray(perturbations.mask(skip, self.idx), out.dtype)[:, None, None]
+            if perturbations.any_in_batch(skip):
+                out = out * jnp.asarray(perturbations.mask(skip), out.dtype)[:, None, None]
             updates.append(out)
         a2v, v2a = updates
         return (vx if a2v is None else vx + a2v), (ax if v2a is None else ax + v2a)

@@ -36,6 +36,13 @@ class TransformerArgs:
     self_attention_mask: jax.Array | None = None  # (B, 1, T, T) additive bias
 
 
+jax.tree_util.register_dataclass(
+    TransformerArgs,
+    data_fields=[f.name for f in dataclasses.fields(TransformerArgs) if f.name != "enabled"],
+    meta_fields=["enabled"],
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class StreamModules:
     """The top-level modules that prepare one stream (video or audio), and its geometry."""

@@ -1,9 +1,9 @@
 """`SequenceParallel`: run an `LTXModel` with its video tokens split over a mesh.
 
 Source: ltx-core's `multigpu/transformer/sequence_parallel.py` (pad, tile, attention manager,
-gather). Differences: one jitted `shard_map` over the whole forward instead of one process per GPU;
-padded video keys are also masked in video-to-audio attention; without a caller mask the padding
-is a key length, never a dense mask; the caller's model is not modified (this object places a copy
+gather). Differences: jitted `shard_map`s over the forward (one per distinct block, `block_programs`)
+instead of one process per GPU; padded video keys are also masked in video-to-audio attention;
+without a caller mask the padding is a key length, never a dense mask; the caller's model is not modified (this object places a copy
 of its parameters on the mesh); besides ltx-core's Ulysses, the strategies of
 `ltx_jax.parallel.strategies` (all-gather-KV, ring, Ulysses x ring).
 """
@@ -23,9 +23,12 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
+from ltx_jax.model.attention import AttentionOps
 from ltx_jax.model.attention_backends import RingKernel
 from ltx_jax.model.modality import Modality
 from ltx_jax.model.model import DIT_COMPILER_OPTIONS, LTXModel, validate_inputs
+from ltx_jax.model.transformer_args import TransformerArgs
+from ltx_jax.parallel.block_programs import Block, BlockPrograms
 from ltx_jax.parallel.exchange import AllToAll, ExchangeBackend, exchange_backend
 from ltx_jax.parallel.mesh import SequenceAxes, sequence_axes, sequence_size
 from ltx_jax.parallel.sharding import GatheredBlock, gather_state, sharded_axis, spec_of
@@ -131,6 +134,10 @@ class SequenceParallel:
             its log-sum-exp; bf16/fp16 on GPU, raises where cuDNN cannot run a block), "xla" (scores
             materialized, any dtype) or "auto" (cuDNN where it can run the block, else XLA: float32
             models and CPUs get XLA).
+        block_programs: run each transformer block as its own compiled program, shared by every
+            block with the same structure and perturbations (`ltx_jax.parallel.block_programs`):
+            compiling takes the time of one block instead of all of them. False compiles the whole
+            forward as one program, blocks unrolled (what `lower` shows either way).
     """
 
     def __init__(
@@ -142,6 +149,7 @@ class SequenceParallel:
         strategy: Strategy = "ulysses",
         max_tokens: int = DEFAULT_MAX_TOKENS,
         ring_kernel: RingKernel = "auto",
+        block_programs: bool = True,
     ) -> None:
         check_layout(model.cfg, mesh, strategy, backend, ring_kernel)
         self.cfg = model.cfg
@@ -159,6 +167,9 @@ class SequenceParallel:
         jit = functools.partial(jax.jit, static_argnames=("perturbations",), compiler_options=DIT_COMPILER_OPTIONS)
         self._sharded = jit(self._sharded_forward)
         self._replicated_forward = jit(self._plain_forward)
+        self.block_programs = block_programs
+        self._programs: dict[tuple, BlockPrograms] = {}
+        self._pad = jax.jit(pad_video, static_argnums=1)
         logger.info(
             "SequenceParallel: %s%s over %d devices %s, head exchange %r, %s weights",
             strategy,
@@ -211,7 +222,84 @@ class SequenceParallel:
                 f"Total video token count ({padded}) exceeds max_tokens ({self.max_tokens}). "
                 "Use a smaller resolution or fewer frames."
             )
+        if self.block_programs:
+            return self._by_blocks(video, audio, perturbations)
         return self._sharded(self._state, video, audio, perturbations=perturbations)
+
+    def _by_blocks(
+        self, video: Modality, audio: Modality | None, perturbations: BatchedPerturbationConfig
+    ) -> tuple[jax.Array, jax.Array | None]:
+        tokens = video.latent.shape[1]
+        padded = padded_length(tokens, self.mesh_size)
+        if padded != tokens:
+            video = self._pad(video, padded)
+        inputs = (video, audio)
+        key = (tokens, jax.tree.structure(inputs), tuple(x.shape for x in jax.tree.leaves(inputs)))
+        if key not in self._programs:
+            self._programs[key] = self._build_programs(tokens, video, audio)
+        vx, ax = self._programs[key](video, audio, perturbations=perturbations)
+        return vx[:, :tokens], ax
+
+    def compiled(self) -> dict[str, int]:
+        """How many programs the video forward has compiled: `whole` (block_programs=False), or the
+        `prepare`, `block` and `finish` programs summed over the input shapes seen."""
+        counts = {"whole": self._sharded._cache_size()}
+        for programs in self._programs.values():
+            for part, count in programs.compiled().items():
+                counts[part] = counts.get(part, 0) + count
+        return counts
+
+    @functools.cached_property
+    def _parts(self) -> tuple[nnx.GraphDef, nnx.State, list[Block]]:
+        """This object's model split once into what is outside the blocks and the blocks themselves."""
+        model = nnx.merge(self._graphdef, self._state)
+        blocks = []
+        for block in model.transformer_blocks:
+            graphdef, state = nnx.split(block)
+            blocks.append(Block(graphdef, state, jax.tree.map(lambda x: spec_of(x, self.axes), state)))
+        model.transformer_blocks = nnx.List([])
+        return *nnx.split(model), blocks
+
+    def _build_programs(self, tokens: int, video: Modality, audio: Modality | None) -> BlockPrograms:
+        """The prepare / block / finish programs for `tokens` video tokens padded to `video`'s count."""
+        outer_graphdef, outer_state, blocks = self._parts
+
+        def outer_model(state: nnx.State) -> LTXModel:
+            if self.shard_weights:
+                state = gather_state(state, self._outer_specs, self.axes)
+            return nnx.merge(outer_graphdef, state)
+
+        def finish(state: nnx.State, streams: tuple[TransformerArgs | None, ...]) -> tuple:
+            vx, ax = outer_model(state).outputs(*streams)
+            return lax.all_gather(vx, self.axes, axis=1, tiled=True), ax
+
+        return BlockPrograms(
+            self.mesh,
+            self.axes,
+            outer_state=outer_state,
+            outer_specs=jax.tree.map(lambda x: spec_of(x, self.axes), outer_state),
+            blocks=blocks,
+            attention_ops=self._sequence_attention_ops(tokens, video.latent.shape[1]),
+            prepare=lambda state, video, audio: outer_model(state).prepare_streams(video, audio),
+            prepare_in_specs=(video_specs(video, self.axes), replicated_specs(audio)),
+            finish=finish,
+            finish_out_specs=(P(), P()),
+        )
+
+    def _sequence_attention_ops(self, tokens: int, padded: int) -> AttentionOps:
+        """The attention functions inside the shard_map: the strategy's for `attn1` and `video_to_audio_attn`."""
+        attention = sequence_attention(
+            self.strategy,
+            self.mesh,
+            local=self._attention_ops.default,
+            all_to_all=self._all_to_all,
+            valid_tokens=tokens,
+            padded_tokens=padded,
+            ring_kernel=self.ring_kernel,
+        )
+        return self._attention_ops.with_overrides(
+            attn1=attention.video_self_attention, video_to_audio_attn=attention.video_to_audio
+        )
 
     def lower(
         self, video: Modality, audio: Modality | None, perturbations: BatchedPerturbationConfig | None = None
@@ -263,18 +351,7 @@ class SequenceParallel:
     ) -> tuple[jax.Array, jax.Array | None]:
         tokens = video.latent.shape[1]
         video = pad_video(video, padded_length(tokens, self.mesh_size))
-        attention = sequence_attention(
-            self.strategy,
-            self.mesh,
-            local=self._attention_ops.default,
-            all_to_all=self._all_to_all,
-            valid_tokens=tokens,
-            padded_tokens=video.latent.shape[1],
-            ring_kernel=self.ring_kernel,
-        )
-        attention_ops = self._attention_ops.with_overrides(
-            attn1=attention.video_self_attention, video_to_audio_attn=attention.video_to_audio
-        )
+        attention_ops = self._sequence_attention_ops(tokens, video.latent.shape[1])
 
         def local_forward(
             state: nnx.State, video: Modality, audio: Modality | None

@@ -165,6 +165,19 @@ class Gemma3TextModel(nnx.Module):
                 f"input_ids {tuple(input_ids.shape)} and attention_mask {tuple(attention_mask.shape)} must both "
                 "be (B, S); tokenize a list of prompts to get them."
             )
+        x, rope, masks = self.layer_inputs(input_ids, attention_mask)
+        hidden_states = [x]
+        for layer, kind in zip(self.layers, self.config.layer_types, strict=True):
+            x = layer(x, *rope[kind], masks[kind])
+            hidden_states.append(x)
+        hidden_states[-1] = self.norm(x)
+        return tuple(hidden_states)
+
+    def layer_inputs(
+        self, input_ids: jax.Array, attention_mask: jax.Array
+    ) -> tuple[jax.Array, dict[str, tuple[jax.Array, jax.Array]], dict[str, jax.Array]]:
+        """The scaled embeddings, and per layer type ("sliding_attention", "full_attention") its
+        RoPE `(cos, sin)` tables and attention mask: what every decoder layer takes besides `x`."""
         cfg = self.config
         x = self.embed_tokens(input_ids)
         inv_freq = {
@@ -172,10 +185,4 @@ class Gemma3TextModel(nnx.Module):
             "full_attention": rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling_factor),
         }
         rope = {kind: rope_cos_sin(input_ids.shape[1], freqs, x.dtype) for kind, freqs in inv_freq.items()}
-        masks = attention_masks(attention_mask, cfg.sliding_window)
-        hidden_states = [x]
-        for layer, kind in zip(self.layers, cfg.layer_types, strict=True):
-            x = layer(x, *rope[kind], masks[kind])
-            hidden_states.append(x)
-        hidden_states[-1] = self.norm(x)
-        return tuple(hidden_states)
+        return x, rope, attention_masks(attention_mask, cfg.sliding_window)

@@ -1,0 +1,152 @@
+"""The sequence-parallel forward as one compiled program per distinct block, not one with 48 blocks unrolled.
+
+XLA's compile time grows with the program: the 48-block LTX-2.3 forward traced unrolled took 36-53 s
+to compile per input shape on an H200, and a two-stage run has two shapes. The blocks are one
+computation on different weights, so `BlockPrograms` runs the forward as
+
+    prepare (patchify, AdaLN, RoPE) -> block, once per transformer block -> finish (output, gather)
+
+three kinds of jitted `shard_map`, where every block with the same module structure and the same
+perturbations (`BlockPerturbations`) calls one compiled program. Python dispatches them in turn and
+the device runs them back to back (dispatch is asynchronous and costs microseconds against
+milliseconds of work per block).
+
+Between the programs each device's values stay where they are: they travel as arrays with a leading
+axis of one entry per device, sharded over the sequence axes (`to_carry`), so any pytree passes
+without a spec per field and nothing moves between devices. Only the residual streams change from
+block to block, and only they are donated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+
+import jax
+from flax import nnx
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
+from ltx_jax.model.attention import AttentionOps
+from ltx_jax.model.model import DIT_COMPILER_OPTIONS
+from ltx_jax.model.transformer_args import TransformerArgs
+from ltx_jax.parallel.mesh import SequenceAxes
+
+Streams = tuple[TransformerArgs | None, TransformerArgs | None]  # (video, audio) block inputs
+# prepare(outer state, video, audio) -> streams, inside the shard_map
+PrepareFn = Callable[[nnx.State, object, object], Streams]
+# finish(outer state, streams) -> (video velocity, audio velocity), inside the shard_map
+FinishFn = Callable[[nnx.State, Streams], tuple[jax.Array | None, jax.Array | None]]
+
+
+def to_carry(tree: object) -> object:
+    """Inside `shard_map`: this device's values with a leading axis of 1 (sharded `P(axes)` outside)."""
+    return jax.tree.map(lambda x: x[None], tree)
+
+
+def from_carry(tree: object) -> object:
+    """Inside `shard_map`: the values `to_carry` stored, without their leading axis."""
+    return jax.tree.map(lambda x: x[0], tree)
+
+
+def split_streams(streams: Streams) -> tuple[tuple, tuple]:
+    """`((video x, audio x), (video rest, audio rest))`: the residual streams, and what stays fixed."""
+    xs = tuple(None if s is None else s.x for s in streams)
+    rest = tuple(None if s is None else dataclasses.replace(s, x=None) for s in streams)
+    return xs, rest
+
+
+def join_streams(xs: tuple, rest: tuple) -> Streams:
+    return tuple(None if r is None else dataclasses.replace(r, x=x) for x, r in zip(xs, rest, strict=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """One transformer block as the programs see it: its module structure, parameters and their specs."""
+
+    graphdef: nnx.GraphDef
+    state: nnx.State
+    specs: object  # the PartitionSpec tree of `state`
+
+
+class BlockPrograms:
+    """A DiT forward on `mesh` as prepare -> blocks -> finish programs, for one token layout.
+
+    Args:
+        mesh, axes: the mesh and its sequence axes.
+        outer_state, outer_specs: the parameters outside the blocks and their PartitionSpecs.
+        blocks: the transformer blocks in order.
+        attention_ops: the attention functions inside the shard_map (they know the token counts).
+        prepare, prepare_in_specs: builds the block inputs from `(outer_state, video, audio)`
+            (arguments as the caller passes them to `__call__`), and the in_specs of those inputs.
+        finish, finish_out_specs: the velocities from the last block's outputs, and their out_specs.
+    """
+
+    def __init__(
+        self,
+        mesh: Mesh,
+        axes: SequenceAxes,
+        *,
+        outer_state: nnx.State,
+        outer_specs: object,
+        blocks: Sequence[Block],
+        attention_ops: AttentionOps,
+        prepare: PrepareFn,
+        prepare_in_specs: tuple,
+        finish: FinishFn,
+        finish_out_specs: tuple,
+    ) -> None:
+        self._outer_state, self._blocks, self._attention_ops = outer_state, tuple(blocks), attention_ops
+        carry = P(axes)
+        shard_map = functools.partial(jax.shard_map, mesh=mesh, check_vma=False)
+        jit = functools.partial(jax.jit, compiler_options=DIT_COMPILER_OPTIONS)
+
+        def prepare_local(state: nnx.State, *inputs: object) -> tuple:
+            return to_carry(split_streams(prepare(state, *inputs)))
+
+        def finish_local(state: nnx.State, xs: tuple, rest: tuple) -> tuple:
+            return finish(state, join_streams(from_carry(xs), from_carry(rest)))
+
+        self._prepare = jit(shard_map(prepare_local, in_specs=(outer_specs, *prepare_in_specs), out_specs=carry))
+        self._finish = jit(shard_map(finish_local, in_specs=(outer_specs, carry, carry), out_specs=finish_out_specs))
+        self._block_programs: dict[nnx.GraphDef, Callable] = {}
+        for block in self._blocks:
+            if block.graphdef not in self._block_programs:
+                self._block_programs[block.graphdef] = self._block_program(block, shard_map, carry)
+
+    def _block_program(self, block: Block, shard_map: Callable, carry: P) -> Callable:
+        """One jitted program for every block with `block`'s structure; the perturbations are static."""
+        graphdef, attention_ops = block.graphdef, self._attention_ops
+
+        def run(state: nnx.State, xs: tuple, rest: tuple, *, perturbations: object) -> tuple:
+            def local(state: nnx.State, xs: tuple, rest: tuple) -> tuple:
+                video, audio = join_streams(from_carry(xs), from_carry(rest))
+                video, audio = nnx.merge(graphdef, state)(video, audio, perturbations, attention_ops)
+                return to_carry(split_streams((video, audio))[0])
+
+            return shard_map(local, in_specs=(block.specs, carry, carry), out_specs=carry)(state, xs, rest)
+
+        return jax.jit(
+            run, static_argnames=("perturbations",), donate_argnums=(1,), compiler_options=DIT_COMPILER_OPTIONS
+        )
+
+    def __call__(
+        self, *inputs: object, perturbations: BatchedPerturbationConfig
+    ) -> tuple[jax.Array | None, jax.Array | None]:
+        """The forward: `inputs` are what `prepare` takes after the outer state."""
+        xs, rest = self._prepare(self._outer_state, *inputs)
+        for idx, block in enumerate(self._blocks):
+            program = self._block_programs[block.graphdef]
+            xs = program(block.state, xs, rest, perturbations=perturbations.at_block(idx))
+        return self._finish(self._outer_state, xs, rest)
+
+    def compiled(self) -> dict[str, int]:
+        """How many programs each part has compiled: `block` counts one per distinct block structure
+        and perturbation set, whatever the number of blocks."""
+        return {
+            "prepare": self._prepare._cache_size(),
+            "block": sum(program._cache_size() for program in self._block_programs.values()),
+            "finish": self._finish._cache_size(),
+        }
