@@ -78,6 +78,24 @@ def test_two_stage_flows_run_on_the_mesh(tmp_path, flow):
     assert set(info["videos"][0]["output"].forwards) == {8, 32}
 
 
+def test_keyframe_interpolation_appends_every_image_as_keyframe_tokens(tmp_path):
+    """Two images (frames 0 and 8) on 8 devices: both are appended as keyframe tokens in both stages
+    (4 and 16 tokens each at 64x64 and 128x128), frame 0 included, where two-stage replaces frame 0."""
+    image_flags = []
+    for frame in ("0", "8"):
+        path = tmp_path / f"frame{frame}.png"
+        Image.fromarray((np.random.default_rng(int(frame)).random((64, 64, 3)) * 255).astype(np.uint8)).save(path)
+        image_flags += ["--image", str(path), frame, "1.0"]
+    out = tmp_path / "keyframes.mp4"
+    args = generate.parse_args(
+        ["--mesh", "8", "--pipeline", "keyframe-interpolation", "--height", "128", "--width", "128", "--num-frames",
+         "9", "--num-inference-steps", "2", *image_flags, "--output-path", str(out)]
+    )  # fmt: skip
+    info = generate.run(args)
+    assert probe(out)[:3] == (9, (128, 128), 24.0)
+    assert set(info["videos"][0]["output"].forwards) == {8 + 2 * 4, 32 + 2 * 16}
+
+
 SMALL = {"height": 128, "width": 192, "num_frames": 9, "num_inference_steps": 3, "seed": 1}
 
 

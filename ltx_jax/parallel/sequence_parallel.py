@@ -3,8 +3,8 @@
 Source: ltx-core's `multigpu/transformer/sequence_parallel.py` (pad, tile, attention manager,
 gather). Differences: jitted `shard_map`s over the forward (one per distinct block, `block_programs`)
 instead of one process per GPU; padded video keys are also masked in video-to-audio attention;
-without a caller mask the padding is a key length, never a dense mask; the caller's model is not modified (this object places a copy
-of its parameters on the mesh); besides ltx-core's Ulysses, the strategies of
+without a caller mask the padding is a key length, never a dense mask; the caller's model is not
+modified (this object places a copy of its parameters on the mesh); besides ltx-core's Ulysses, the strategies of
 `ltx_jax.parallel.strategies` (all-gather-KV, ring, Ulysses x ring).
 """
 

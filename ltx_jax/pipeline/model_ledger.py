@@ -36,7 +36,7 @@ from ltx_jax.pipeline.components import (
     image_encoder,
     upsample_between_statistics,
 )
-from ltx_jax.pipeline.pipelines import Components, Flow
+from ltx_jax.pipeline.pipelines import GUIDED_TWO_STAGE_FLOWS, Components, Flow
 from ltx_jax.pipeline.settings import GenerationDefaults, checkpoint_defaults
 
 PathLike = str | os.PathLike
@@ -73,17 +73,17 @@ class CheckpointFiles:
         parse_dtype(self.dtype)
         if self.gemma_root is not None and not Path(self.gemma_root).is_dir():
             raise FileNotFoundError(f"gemma_root={os.fspath(self.gemma_root)!r} is not a directory (Gemma 3 weights).")
-        two_stage = flow in ("two-stage", "distilled")
-        if two_stage and self.spatial_upsampler_path is None:
+        if flow != "one-stage" and self.spatial_upsampler_path is None:
             raise ValueError(f"The {flow} flow needs spatial_upsampler_path (the 2x latent upsampler .safetensors).")
         if self.spatial_upsampler_path is not None:
             _check_file("spatial_upsampler_path", self.spatial_upsampler_path, ".safetensors")
-        if flow == "two-stage" and self.distilled_lora is None:
-            raise ValueError("The two-stage flow needs distilled_lora=Lora(PATH, STRENGTH) for its second stage.")
-        if flow != "two-stage" and self.distilled_lora is not None:
+        guided = flow in GUIDED_TWO_STAGE_FLOWS
+        if guided and self.distilled_lora is None:
+            raise ValueError(f"The {flow} flow needs distilled_lora=Lora(PATH, STRENGTH) for its second stage.")
+        if not guided and self.distilled_lora is not None:
             raise ValueError(
-                f"distilled_lora applies to the two-stage flow's second stage; the {flow} flow does not use it. "
-                "Drop it (the distilled flow runs the distilled checkpoint itself)."
+                f"distilled_lora applies to the second stage of the {' and '.join(GUIDED_TWO_STAGE_FLOWS)} flows; "
+                f"the {flow} flow does not use it. Drop it (the distilled flow runs the distilled checkpoint itself)."
             )
         named = [("distilled_lora", self.distilled_lora)] if self.distilled_lora else []
         for name, lora in [*named, *(("loras", lora) for lora in self.loras)]:
@@ -129,7 +129,7 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
     )
     model, _ = load(loras=files.loras)
     stage_2 = None
-    if flow == "two-stage":  # the base weights shared, the distilled LoRA added block by block as stage 2 runs
+    if flow in GUIDED_TWO_STAGE_FLOWS:  # the base weights shared, the distilled LoRA added block by block in stage 2
         stage_2 = with_lora(model, load_lora(model, files.distilled_lora, mesh=mesh))
     video_decoder, audio_decoder, vocoder = decoder_modules(config, tensors, 0, dtype)
     decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, mesh)

@@ -1,11 +1,15 @@
-"""The generation flows of ltx-pipelines: one stage, two stages, distilled.
+"""The generation flows of ltx-pipelines: one stage, two stages, distilled, keyframe interpolation.
 
-Sources: `ltx_pipelines/ti2vid_one_stage.py`, `ti2vid_two_stages.py`, `distilled.py`.
+Sources: `ltx_pipelines/ti2vid_one_stage.py`, `ti2vid_two_stages.py`, `distilled.py`,
+`keyframe_interpolation.py` (1.0.0).
 - one stage: the full resolution with guidance over the `LTX2Scheduler` schedule;
 - two stages: half resolution with guidance, 2x latent upsampler, then the full resolution
-  without guidance (the distilled LoRA fused into the DiT) over the 3-step stage-2 sigmas, starting
-  from the upsampled latent noised to the first sigma; the stage-1 audio is kept;
-- distilled: both stages without guidance (8 + 3 steps); the stage-2 audio is kept.
+  without guidance (the distilled LoRA applied to the DiT) over the 3-step stage-2 sigmas, starting
+  from the upsampled latent noised to the first sigma; the stage-1 audio is noised and denoised
+  again with it, and that stage-2 audio is kept (as 1.0.0 decodes it);
+- distilled: both stages without guidance (8 + 3 steps);
+- keyframe interpolation: two stages, where every image, frame 0 included, is a guiding keyframe
+  (tokens appended to the video's) rather than frame 0 replacing the first latent frame.
 The components are callables, so the flows run on any mesh and with any decoder implementation.
 """
 
@@ -28,8 +32,10 @@ from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLE
 from ltx_jax.pipeline.stages import Conditioning, Guidance, LatentGeometry, PromptEmbeddings, denoise_audio_video
 from ltx_jax.pipeline.types import VideoPixelShape
 
-Flow = Literal["one-stage", "two-stage", "distilled"]
-FLOWS: tuple[Flow, ...] = ("one-stage", "two-stage", "distilled")
+Flow = Literal["one-stage", "two-stage", "distilled", "keyframe-interpolation"]
+FLOWS: tuple[Flow, ...] = ("one-stage", "two-stage", "distilled", "keyframe-interpolation")
+# Guided stage 1 at half size, then stage 2 with the distilled LoRA: these need `distilled_lora`.
+GUIDED_TWO_STAGE_FLOWS: tuple[Flow, ...] = ("two-stage", "keyframe-interpolation")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,21 +145,24 @@ def generate(
     if flow == "one-stage":
         sigmas = ltx2_sigmas(request.num_inference_steps)
         return _stage(components, request, 1, sigmas, key, request.guidance, "denoising")
-    two_stage = flow == "two-stage"
+    guided = flow in GUIDED_TWO_STAGE_FLOWS
     if components.upsample is None:
         raise ValueError(f"The {flow} flow needs the spatial upsampler (components.upsample).")
-    stage_1_sigmas = ltx2_sigmas(request.num_inference_steps) if two_stage else np.asarray(DISTILLED_SIGMA_VALUES)
-    guidance = request.guidance if two_stage else Guidance()
+    stage_1_sigmas = ltx2_sigmas(request.num_inference_steps) if guided else np.asarray(DISTILLED_SIGMA_VALUES)
+    guidance = request.guidance if guided else Guidance()
+    keyframes = flow == "keyframe-interpolation"
     timed = functools.partial(_timed, {} if timings is None else timings)
-    video, audio = timed("stage_1_denoising", _stage, components, request, 2, stage_1_sigmas, key, guidance, "stage 1")
+    video, audio = timed(
+        "stage_1_denoising", _stage, components, request, 2, stage_1_sigmas, key, guidance, "stage 1",
+        keyframes_only=keyframes,
+    )  # fmt: skip
     upsampled = timed("upsampling", components.upsample, video[:1])
     stage_2 = dataclasses.replace(components, transformer=components.stage_2_transformer or components.transformer)
     sigmas = np.asarray(STAGE_2_DISTILLED_SIGMA_VALUES, np.float32)
-    video_2, audio_2 = timed(
+    return timed(
         "stage_2_denoising", _stage, stage_2, request, 1, sigmas, jax.random.fold_in(key, 2), Guidance(), "stage 2",
-        initial=(upsampled, audio), noise_scale=float(sigmas[0]),
+        initial=(upsampled, audio), noise_scale=float(sigmas[0]), keyframes_only=keyframes,
     )  # fmt: skip
-    return video_2, audio if two_stage else audio_2
 
 
 def _timed(timings: dict[str, float], phase: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
@@ -174,6 +183,7 @@ def _stage(
     description: str,
     initial: tuple[jax.Array | None, jax.Array | None] = (None, None),
     noise_scale: float = 1.0,
+    keyframes_only: bool = False,
 ) -> tuple[jax.Array | None, jax.Array | None]:
     shape = VideoPixelShape(
         1, request.num_frames, request.height // downscale, request.width // downscale, request.frame_rate
@@ -188,7 +198,7 @@ def _stage(
         dtype=components.dtype,
         guidance=guidance,
         negative=request.negative,
-        conditionings=_image_conditionings(components, request.images, shape),
+        conditionings=_image_conditionings(components, request.images, shape, keyframes_only),
         initial_video_latent=None if initial[0] is None else np.asarray(initial[0]),
         initial_audio_latent=None if initial[1] is None else np.asarray(initial[1]),
         noise_scale=noise_scale,
@@ -198,15 +208,17 @@ def _stage(
 
 
 def _image_conditionings(
-    components: Components, images: Sequence[ImageCondition], shape: VideoPixelShape
+    components: Components, images: Sequence[ImageCondition], shape: VideoPixelShape, keyframes_only: bool = False
 ) -> list[Conditioning]:
-    """Frame 0 replaces the first latent frame; other frames are appended as keyframe tokens."""
+    """Frame 0 replaces the first latent frame (the reference's `combined_image_conditionings`), other
+    frames are appended as keyframe tokens; with `keyframes_only` frame 0 too is a keyframe
+    (`image_conditionings_by_adding_guiding_latent`)."""
     if images and components.encode_image is None:
         raise ValueError("Image conditioning needs the video VAE encoder (components.encode_image).")
     conditionings: list[Conditioning] = []
     for image in images:
         latent = np.asarray(components.encode_image(image.image, shape.height, shape.width))
-        if image.frame_idx == 0:
+        if image.frame_idx == 0 and not keyframes_only:
             conditionings.append(
                 lambda state, target, latent=latent, s=image.strength: condition_by_latent_index(
                     state, latent, s, 0, target

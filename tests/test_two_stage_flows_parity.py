@@ -1,0 +1,192 @@
+"""The two-stage flows end to end against ltx-pipelines 1.0.0's own `__call__`, with the same noise.
+
+The reference pipeline object runs its real `__call__` (its stage order, conditionings, sigmas,
+guidance, which latents it decodes) on ltx-core's DiT with the tiny test weights, in float32: its
+bf16 default is swapped for float32 where it is passed (`denoise_audio_video`, the image
+conditionings). What the test cannot share with ltx-jax is replaced on both sides by the same
+stand-ins: the prompt contexts, the image latents (the VAE encoder has its own parity tests), a
+nearest-neighbour 2x upsampler (the upsampler too). The noise ltx-jax draws is recorded and replayed
+into the reference's `GaussianNoiser` (its `torch.randn`), call by call. The final video and audio
+latents (what each flow hands its decoders) must agree within DESIGN.md's float32 bound.
+"""
+
+import importlib
+import types
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from ltx_core_twin import jax_model, relative_error, torch_model
+from torchaudio_stand_in import torchaudio_stand_in
+
+import ltx_jax
+from ltx_jax.pipeline import Components, ImageCondition, Request, generate, stages
+from ltx_jax.pipeline.guiders import MultiModalGuiderParams
+from ltx_jax.pipeline.stages import Guidance, LatentGeometry, PromptEmbeddings
+
+with torchaudio_stand_in():
+    from ltx_core.components.guiders import MultiModalGuiderParams as TorchGuiderParams
+    from ltx_core.model.transformer.model import X0Model
+    from ltx_pipelines.utils import helpers
+    from ltx_pipelines.utils.args import ImageConditioningInput
+    from ltx_pipelines.utils.types import PipelineComponents
+
+TOLERANCE = 1e-5  # DESIGN.md's float32 parity bound, on the latents after both stages
+# 8 heads per stream; the reference's audio latent is 8 channels x 16 mel bins, so audio_in_channels is 128;
+# ltx-core 1.0.0's A/V AdaLN inputs (they differ from upstream's once conditioned tokens have their own timesteps)
+CFG = ltx_jax.LTXConfig.tiny(
+    num_layers=2, num_attention_heads=8, attention_head_dim=8, audio_num_attention_heads=8,
+    audio_attention_head_dim=4, audio_in_channels=128, audio_out_channels=128, av_ca_scale_shift_from_sigma=True,
+)  # fmt: skip
+GEOMETRY = LatentGeometry(video_channels=16, audio_channels=8, audio_mel_bins=16)
+HEIGHT, WIDTH, FRAMES, FPS, STEPS, SEED = 128, 192, 17, 24.0, 3, 7
+GUIDANCE = {
+    "video": {"cfg_scale": 3.0, "stg_scale": 1.0, "stg_blocks": [1], "rescale_scale": 0.7, "modality_scale": 3.0},
+    "audio": {"cfg_scale": 7.0, "stg_scale": 1.0, "stg_blocks": [0], "rescale_scale": 0.7, "modality_scale": 3.0},
+}
+IMAGES = (("first.png", 0, 1.0), ("last.png", 16, 0.7))  # a keyframe at frame 0 and one at the last frame
+REFERENCE = {  # flow -> the ltx-pipelines module and class, and its image-conditioning helper
+    "two-stage": ("ltx_pipelines.ti2vid_two_stages", "TI2VidTwoStagesPipeline", "combined_image_conditionings"),
+    "keyframe-interpolation": (
+        "ltx_pipelines.keyframe_interpolation",
+        "KeyframeInterpolationPipeline",
+        "image_conditionings_by_adding_guiding_latent",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def models():
+    reference = torch_model(CFG)
+    return reference, jax_model(CFG, reference)
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    rng = np.random.default_rng(3)
+    contexts = {
+        name: rng.standard_normal((1, 8, width)).astype(np.float32)
+        for name, width in (
+            ("video", CFG.cross_attention_dim), ("video_negative", CFG.cross_attention_dim),
+            ("audio", CFG.audio_cross_attention_dim), ("audio_negative", CFG.audio_cross_attention_dim),
+        )
+    }  # fmt: skip
+    latents = {  # (image file, height) -> its "encoded" latent (1, C, 1, height/32, width/32)
+        (path, height): rng.standard_normal(
+            (1, GEOMETRY.video_channels, 1, height // 32, height * 3 // 2 // 32)
+        ).astype(np.float32)
+        for path, _, _ in IMAGES
+        for height in (HEIGHT // 2, HEIGHT)
+    }
+    return contexts, latents
+
+
+def upsample_nearest(latent):
+    """The stand-in upsampler, for numpy/JAX and torch arrays alike: each latent pixel repeated 2x2."""
+    return latent.repeat(2, axis=-1).repeat(2, axis=-2) if not isinstance(latent, torch.Tensor) else (
+        latent.repeat_interleave(2, dim=-1).repeat_interleave(2, dim=-2)
+    )  # fmt: skip
+
+
+def run_ltx_jax(flow, model, contexts, latents, monkeypatch):
+    """ltx-jax's flow; returns its final latents and the noise arrays it drew, in order."""
+    drawn = []
+    original = stages.add_noise
+
+    def recording(state, noise, noise_scale=1.0):
+        drawn.append(np.asarray(noise))
+        return original(state, noise, noise_scale)
+
+    monkeypatch.setattr(stages, "add_noise", recording)
+    components = Components(
+        transformer=model, geometry=GEOMETRY, dtype=jnp.float32,
+        upsample=lambda latent: jnp.asarray(upsample_nearest(np.asarray(latent))),
+        encode_image=lambda path, height, width: jnp.asarray(latents[(path, height)]),
+    )  # fmt: skip
+    request = Request(
+        prompt=PromptEmbeddings(contexts["video"], contexts["audio"]),
+        negative=PromptEmbeddings(contexts["video_negative"], contexts["audio_negative"]),
+        height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS, seed=SEED, num_inference_steps=STEPS,
+        guidance=Guidance(*(MultiModalGuiderParams(**GUIDANCE[m]) for m in ("video", "audio"))),
+        images=tuple(ImageCondition(*image) for image in IMAGES),
+    )  # fmt: skip
+    video, audio = generate(components, request, flow)
+    monkeypatch.undo()
+    return (np.asarray(video), np.asarray(audio)), drawn
+
+
+def run_reference(flow, torch_dit, contexts, latents, noise, monkeypatch):
+    """ltx-pipelines' `__call__` for `flow`, with the stand-ins of this module's docstring."""
+    module_name, class_name, conditionings = REFERENCE[flow]
+    with torchaudio_stand_in():
+        module = importlib.import_module(module_name)
+    replay = iter(noise)
+    decoded = {}
+
+    def encoder(marker):  # the reference encodes what load_image_conditioning returned: here a key
+        return torch.from_numpy(latents[marker])
+
+    ledger = types.SimpleNamespace(
+        transformer=lambda: X0Model(torch_dit), video_encoder=lambda: encoder, spatial_upsampler=lambda: None,
+        video_decoder=lambda: None, audio_decoder=lambda: None, vocoder=lambda: None,
+    )  # fmt: skip
+
+    def prompts(texts, *args, **kwargs):
+        assert texts[1] == "negative"
+        return [
+            types.SimpleNamespace(video_encoding=torch.from_numpy(contexts[f"video{s}"]),
+                                  audio_encoding=torch.from_numpy(contexts[f"audio{s}"]))
+            for s in ("", "_negative")
+        ]  # fmt: skip
+
+    def float32(fn):
+        return lambda *args, **kwargs: fn(*args, **{**kwargs, "dtype": torch.float32})
+
+    monkeypatch.setattr(module, "encode_prompts", prompts)
+    monkeypatch.setattr(module, "denoise_audio_video", float32(helpers.denoise_audio_video))
+    monkeypatch.setattr(module, conditionings, float32(getattr(helpers, conditionings)))
+    monkeypatch.setattr(helpers, "load_image_conditioning", lambda image_path, height, **_: (image_path, height))
+    monkeypatch.setattr(module, "upsample_video", lambda latent, video_encoder, upsampler: upsample_nearest(latent))
+    monkeypatch.setattr(module, "vae_decode_video", lambda latent, *_: decoded.setdefault("video", latent))
+    monkeypatch.setattr(module, "vae_decode_audio", lambda latent, *_: decoded.setdefault("audio", latent))
+    monkeypatch.setattr(module, "cleanup_memory", lambda: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch, "randn", lambda *args, **kwargs: torch.tensor(next(replay)))
+    pipeline = object.__new__(getattr(module, class_name))
+    pipeline.device = torch.device("cpu")
+    pipeline.pipeline_components = PipelineComponents(dtype=torch.float32, device=torch.device("cpu"))
+    pipeline.pipeline_components.video_latent_channels = GEOMETRY.video_channels
+    pipeline.stage_1_model_ledger = pipeline.stage_2_model_ledger = ledger
+    with torch.no_grad():
+        pipeline(
+            prompt="prompt", negative_prompt="negative", seed=SEED, height=HEIGHT, width=WIDTH, num_frames=FRAMES,
+            frame_rate=FPS, num_inference_steps=STEPS,
+            video_guider_params=TorchGuiderParams(**GUIDANCE["video"]),
+            audio_guider_params=TorchGuiderParams(**GUIDANCE["audio"]),
+            images=[ImageConditioningInput(*image) for image in IMAGES],
+        )  # fmt: skip
+    monkeypatch.undo()
+    assert next(replay, None) is None, "the reference drew fewer noise arrays than ltx-jax"
+    return decoded["video"].numpy(), decoded["audio"].numpy()
+
+
+@pytest.mark.parametrize("flow", ["two-stage", "keyframe-interpolation"])
+def test_flow_equals_ltx_pipelines(flow, models, inputs, monkeypatch):
+    torch_dit, model = models
+    contexts, latents = inputs
+    ours, noise = run_ltx_jax(flow, model, contexts, latents, monkeypatch)
+    assert len(noise) == 4  # video and audio, each stage
+    reference = run_reference(flow, torch_dit, contexts, latents, noise, monkeypatch)
+    for name, mine, theirs in zip(("video", "audio"), ours, reference, strict=True):
+        assert mine.shape == theirs.shape, name
+        assert relative_error(mine, theirs) <= TOLERANCE, name
+
+
+def test_keyframe_interpolation_keeps_frame_zero_as_a_keyframe(models, inputs, monkeypatch):
+    """Frame 0 as a guiding keyframe (appended tokens) is not frame 0 replacing the first latent frame."""
+    _, model = models
+    contexts, latents = inputs
+    keyframes, _ = run_ltx_jax("keyframe-interpolation", model, contexts, latents, monkeypatch)
+    replaced, _ = run_ltx_jax("two-stage", model, contexts, latents, monkeypatch)
+    assert relative_error(keyframes[0], replaced[0]) > 0.01
