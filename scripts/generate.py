@@ -27,6 +27,7 @@ from ltx_jax.convert.dit_tensors import PARAM_DTYPES, Lora
 from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy
 from ltx_jax.pipeline import FLOWS, GenerationSettings, Guidance, ImageCondition
+from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
 from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS, checkpoint_defaults, reference_guidance
 from ltx_jax.user_cache import cache_dir
 
@@ -134,8 +135,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     gen.add_argument("--num-inference-steps", type=int, help="steps (default 30 on 2.3, 40 on 2.0; embedded 8)")
     gen.add_argument("--seed", type=int, help="random seed (default 10)")
     gen.add_argument(
-        "--image", nargs=3, action="append", default=[], metavar=("PATH", "FRAME_IDX", "STRENGTH"), help="condition"
-    )
+        "--image", nargs="+", action="append", default=[], metavar="PATH FRAME_IDX STRENGTH [CRF]",
+        help=f"condition on an image (CRF: its H.264 compression first, default {DEFAULT_IMAGE_CRF}; 0: none)",
+    )  # fmt: skip
     guidance_flags(parser, "video")
     guidance_flags(parser, "audio")
     return parser.parse_args(argv)
@@ -165,12 +167,16 @@ def guidance_of(args: argparse.Namespace, defaults: Guidance) -> Guidance | None
 
 def images_of(args: argparse.Namespace) -> tuple[ImageCondition, ...]:
     images = []
-    for path, frame, strength in args.image:
+    for values in args.image:
+        given = " ".join(values)
+        if len(values) not in (3, 4):
+            raise ValueError(f"--image {given}: give PATH FRAME_IDX STRENGTH [CRF] (3 or 4 values), got {len(values)}.")
+        path, frame, strength, *crf = values
         try:
-            images.append(ImageCondition(path, int(frame), float(strength)))
+            images.append(ImageCondition(path, int(frame), float(strength), *(int(c) for c in crf)))
         except ValueError:
             raise ValueError(
-                f"--image {path} {frame} {strength}: FRAME_IDX must be an integer and STRENGTH a number."
+                f"--image {given}: FRAME_IDX must be an integer, STRENGTH a number and CRF an integer."
             ) from None
     return tuple(images)
 

@@ -137,6 +137,8 @@ def test_image_at_frame_zero_is_kept_at_strength_one(tmp_path):
         (["--pipeline", "two-stage", "--height", "96"], "multiple of 64"),
         (["--image", "missing.png", "0", "1.0"], "does not exist"),
         (["--image", "missing.png", "0", "x"], "STRENGTH a number"),
+        (["--image", "missing.png", "0"], "3 or 4 values"),
+        (["--image", "missing.png", "0", "1.0", "high"], "CRF an integer"),
         (["--gemma-root", "gemma"], "apply to --checkpoint-path runs"),
         (["--dtype", "float32"], "apply to --checkpoint-path runs"),
         (["--pipeline", "distilled", "--num-inference-steps", "4"], "distilled flow runs fixed sigmas"),

@@ -99,6 +99,11 @@ def unused(*_, **__):
         ({"seed": "1"}, TypeError, "seed must be an integer"),
         ({"images": [ImageCondition("missing.png", 0, 1.0)]}, FileNotFoundError, "missing.png"),
         ({"images": [ImageCondition("missing.png", 9, 1.0)]}, ValueError, "frame_idx=9 is outside the 9 frames"),
+        (
+            {"images": [ImageCondition("missing.png", 0, 1.0, 52)]},
+            ValueError,
+            r"crf=52 must be an integer in \[0, 51\]",
+        ),
         ({"images": [ImageCondition("missing.png", 0, 1.5)]}, ValueError, r"strength=1.5 must lie in \[0, 1\]"),
         ({"images": ["missing.png"]}, TypeError, "ImageCondition"),
         ({"guidance": MultiModalGuiderParams()}, TypeError, "guidance must be a Guidance"),

@@ -180,3 +180,24 @@ def test_bad_requests_are_refused_with_the_fix(changes, flow, message):
     )
     with pytest.raises(ValueError, match=message):
         pipelines.validate(dataclasses.replace(request, **changes), flow)
+
+
+@pytest.mark.parametrize(("crf", "height", "width"), [(0, 64, 96), (33, 64, 96), (18, 96, 32)])
+def test_image_loading_equals_ltx_pipelines(tmp_path, crf, height, width):
+    """`load_image_conditioning` (read, H.264 round trip at `crf`, resize to cover, centre crop, [-1, 1])
+    against ltx-pipelines' on an odd-sized RGBA image: the codec needs even sizes and drops alpha."""
+    from PIL import Image  # noqa: PLC0415
+    from torchaudio_stand_in import torchaudio_stand_in  # noqa: PLC0415
+
+    from ltx_jax.pipeline.images import load_image_conditioning  # noqa: PLC0415
+
+    with torchaudio_stand_in():
+        from ltx_pipelines.utils.media_io import load_image_conditioning as reference  # noqa: PLC0415
+    rng = np.random.default_rng(crf)
+    smooth = np.cumsum(rng.integers(0, 5, (101, 151, 4)), axis=1) % 256  # gradients the codec keeps roughly
+    path = tmp_path / "image.png"
+    Image.fromarray(smooth.astype(np.uint8), "RGBA").save(path)
+    ours = load_image_conditioning(path, height, width, crf)
+    theirs = reference(str(path), height, width, torch.float32, torch.device("cpu"), crf=crf).numpy()
+    assert ours.shape == theirs.shape == (1, 3, 1, height, width)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5)

@@ -45,7 +45,8 @@ GUIDANCE = {
     "video": {"cfg_scale": 3.0, "stg_scale": 1.0, "stg_blocks": [1], "rescale_scale": 0.7, "modality_scale": 3.0},
     "audio": {"cfg_scale": 7.0, "stg_scale": 1.0, "stg_blocks": [0], "rescale_scale": 0.7, "modality_scale": 3.0},
 }
-IMAGES = (("first.png", 0, 1.0), ("last.png", 16, 0.7))  # a keyframe at frame 0 and one at the last frame
+# frame 0 and the last frame; the reference's default CRF and another (the stand-in loaders key on it)
+IMAGES = (("first.png", 0, 1.0, 33), ("last.png", 16, 0.7, 18))
 REFERENCE = {  # flow -> the ltx-pipelines module and class, and its image-conditioning helper
     "two-stage": ("ltx_pipelines.ti2vid_two_stages", "TI2VidTwoStagesPipeline", "combined_image_conditionings"),
     "keyframe-interpolation": (
@@ -72,11 +73,11 @@ def inputs():
             ("audio", CFG.audio_cross_attention_dim), ("audio_negative", CFG.audio_cross_attention_dim),
         )
     }  # fmt: skip
-    latents = {  # (image file, height) -> its "encoded" latent (1, C, 1, height/32, width/32)
-        (path, height): rng.standard_normal(
+    latents = {  # (image file, height, crf) -> its "encoded" latent (1, C, 1, height/32, width/32)
+        (path, height, crf): rng.standard_normal(
             (1, GEOMETRY.video_channels, 1, height // 32, height * 3 // 2 // 32)
         ).astype(np.float32)
-        for path, _, _ in IMAGES
+        for path, _, _, crf in IMAGES
         for height in (HEIGHT // 2, HEIGHT)
     }
     return contexts, latents
@@ -102,7 +103,7 @@ def run_ltx_jax(flow, model, contexts, latents, monkeypatch):
     components = Components(
         transformer=model, geometry=GEOMETRY, dtype=jnp.float32,
         upsample=lambda latent: jnp.asarray(upsample_nearest(np.asarray(latent))),
-        encode_image=lambda path, height, width: jnp.asarray(latents[(path, height)]),
+        encode_image=lambda path, height, width, crf: jnp.asarray(latents[(path, height, crf)]),
     )  # fmt: skip
     request = Request(
         prompt=PromptEmbeddings(contexts["video"], contexts["audio"]),
@@ -146,7 +147,9 @@ def run_reference(flow, torch_dit, contexts, latents, noise, monkeypatch):
     monkeypatch.setattr(module, "encode_prompts", prompts)
     monkeypatch.setattr(module, "denoise_audio_video", float32(helpers.denoise_audio_video))
     monkeypatch.setattr(module, conditionings, float32(getattr(helpers, conditionings)))
-    monkeypatch.setattr(helpers, "load_image_conditioning", lambda image_path, height, **_: (image_path, height))
+    monkeypatch.setattr(
+        helpers, "load_image_conditioning", lambda image_path, height, crf, **_: (image_path, height, crf)
+    )
     monkeypatch.setattr(module, "upsample_video", lambda latent, video_encoder, upsampler: upsample_nearest(latent))
     monkeypatch.setattr(module, "vae_decode_video", lambda latent, *_: decoded.setdefault("video", latent))
     monkeypatch.setattr(module, "vae_decode_audio", lambda latent, *_: decoded.setdefault("audio", latent))

@@ -22,7 +22,7 @@ from jax.sharding import Mesh
 
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import audio_vae, upsampler, video_vae
-from ltx_jax.pipeline.images import load_image_conditioning
+from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF, load_image_conditioning
 from ltx_jax.pipeline.media_io import video_to_uint8
 from ltx_jax.pipeline.pipelines import Components
 from ltx_jax.pipeline.settings import GenerationDefaults
@@ -124,15 +124,15 @@ def geometry(config: dict[str, Any]) -> LatentGeometry:
 def image_encoder(
     build_encoder: Callable[[], nnx.Module], dtype: jnp.dtype
 ) -> Callable[[str | os.PathLike, int, int], jax.Array]:
-    """`(image file, height, width)` -> its latent, as `Components.encode_image` takes it. The video VAE
+    """`(image file, height, width, crf)` -> its latent, as `Components.encode_image` takes it. The video VAE
     encoder is built by `build_encoder` on the first image: most videos have none."""
 
     @functools.cache
     def encode() -> Callable[[jax.Array], jax.Array]:
         return jitted(build_encoder(), lambda m, image: m(image))
 
-    def encode_image(path: str | os.PathLike, height: int, width: int) -> jax.Array:
-        return encode()(jnp.asarray(load_image_conditioning(path, height, width), dtype))
+    def encode_image(path: str | os.PathLike, height: int, width: int, crf: int = DEFAULT_IMAGE_CRF) -> jax.Array:
+        return encode()(jnp.asarray(load_image_conditioning(path, height, width, crf), dtype))
 
     return encode_image
 

@@ -28,23 +28,27 @@ import numpy as np
 
 from ltx_jax.pipeline.conditioning import condition_by_keyframe, condition_by_latent_index
 from ltx_jax.pipeline.denoisers import Forward
+from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
 from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLED_SIGMA_VALUES, ltx2_sigmas
 from ltx_jax.pipeline.stages import Conditioning, Guidance, LatentGeometry, PromptEmbeddings, denoise_audio_video
 from ltx_jax.pipeline.types import VideoPixelShape
 
 Flow = Literal["one-stage", "two-stage", "distilled", "keyframe-interpolation"]
 FLOWS: tuple[Flow, ...] = ("one-stage", "two-stage", "distilled", "keyframe-interpolation")
+MAX_CRF = 51  # libx264's worst quality
 # Guided stage 1 at half size, then stage 2 with the distilled LoRA: these need `distilled_lora`.
 GUIDED_TWO_STAGE_FLOWS: tuple[Flow, ...] = ("two-stage", "keyframe-interpolation")
 
 
 @dataclasses.dataclass(frozen=True)
 class ImageCondition:
-    """The image file `image` placed at pixel frame `frame_idx`, keeping `strength` of it."""
+    """The image file `image` placed at pixel frame `frame_idx`, keeping `strength` of it; `crf` is the
+    H.264 quality it is compressed at first, as the model's training frames were (0: not compressed)."""
 
     image: str | os.PathLike
     frame_idx: int
     strength: float
+    crf: int = DEFAULT_IMAGE_CRF
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +60,8 @@ class Components:
         transformer: velocity DiT `forward(video, audio, perturbations)`.
         stage_2_transformer: the DiT with the distilled LoRA (two-stage); None: `transformer`.
         upsample: video latent `(B, C, F, H, W)` -> `(B, C, F, 2H, 2W)`, normalized in and out.
-        encode_image: `(image file, height, width)` -> latent `(1, C, 1, height/32, width/32)` (read,
-            CRF-compressed, resized and encoded as the reference does).
+        encode_image: `(image file, height, width, crf)` -> latent `(1, C, 1, height/32, width/32)`
+            (read, CRF-compressed, resized and encoded as the reference does).
         geometry: latent sizes of the VAEs.
         dtype: latent dtype of the sampler state (the DiT's parameter dtype, as the reference does).
     """
@@ -67,7 +71,7 @@ class Components:
     dtype: jnp.dtype
     stage_2_transformer: Forward | None = None
     upsample: Callable[[jax.Array], jax.Array] | None = None
-    encode_image: Callable[[str | os.PathLike, int, int], jax.Array] | None = None
+    encode_image: Callable[[str | os.PathLike, int, int, int], jax.Array] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +124,11 @@ def check_images(images: Sequence[ImageCondition], num_frames: int) -> None:
             )
         if not 0.0 <= image.strength <= 1.0:
             raise ValueError(f"images: strength={image.strength} must lie in [0, 1] (1 keeps the image exactly).")
+        if not isinstance(image.crf, int) or not 0 <= image.crf <= MAX_CRF:
+            raise ValueError(
+                f"images: crf={image.crf!r} must be an integer in [0, {MAX_CRF}] (H.264's range; "
+                f"{DEFAULT_IMAGE_CRF} is the reference's default, 0 skips the compression)."
+            )
 
 
 def validate(request: Request, flow: Flow) -> None:
@@ -217,7 +226,7 @@ def _image_conditionings(
         raise ValueError("Image conditioning needs the video VAE encoder (components.encode_image).")
     conditionings: list[Conditioning] = []
     for image in images:
-        latent = np.asarray(components.encode_image(image.image, shape.height, shape.width))
+        latent = np.asarray(components.encode_image(image.image, shape.height, shape.width, image.crf))
         if image.frame_idx == 0 and not keyframes_only:
             conditionings.append(
                 lambda state, target, latent=latent, s=image.strength: condition_by_latent_index(
