@@ -138,6 +138,7 @@ def test_image_at_frame_zero_is_kept_at_strength_one(tmp_path):
         (["--image", "missing.png", "0", "1.0"], "does not exist"),
         (["--image", "missing.png", "0", "x"], "STRENGTH a number"),
         (["--image", "missing.png", "0"], "3 or 4 values"),
+        (["--image", str(ROOT / "README.md"), "0", "1.0"], "README.md' cannot be read as an image"),
         (["--image", "missing.png", "0", "1.0", "high"], "CRF an integer"),
         (["--gemma-root", "gemma"], "apply to --checkpoint-path runs"),
         (["--dtype", "float32"], "apply to --checkpoint-path runs"),

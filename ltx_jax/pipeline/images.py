@@ -27,6 +27,21 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
         return np.array(image.convert("RGB"))
 
 
+def check_image_readable(path: str | os.PathLike) -> None:
+    """Raises `ValueError` naming `path` unless an image decoder recognises it (reads its header and
+    checks its structure, not its pixels): an unreadable file fails before any model is built."""
+    from PIL import Image  # noqa: PLC0415
+
+    try:
+        with Image.open(path) as image:
+            image.verify()
+    except (OSError, SyntaxError, ValueError) as error:  # PIL's UnidentifiedImageError is an OSError
+        raise ValueError(
+            f"images: the conditioning image {os.fspath(path)!r} cannot be read as an image ({error}); "
+            "give a PNG, JPEG or another format Pillow reads."
+        ) from None
+
+
 def crf_compress(image: np.ndarray, crf: int = DEFAULT_IMAGE_CRF) -> np.ndarray:
     """Encodes `image` as one H.264 frame at `crf` and decodes it (CRF 0: unchanged). Even size, as the codec needs."""
     import av  # noqa: PLC0415

@@ -13,6 +13,7 @@ import numbers
 import os
 
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
+from ltx_jax.pipeline.images import check_image_readable
 from ltx_jax.pipeline.pipelines import Flow, ImageCondition, check_flow, check_images, check_sizes
 from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES
 from ltx_jax.pipeline.stages import Guidance
@@ -141,6 +142,7 @@ class GenerationSettings:
         for image in self.images:
             if not os.path.isfile(image.image):
                 raise FileNotFoundError(f"images: the conditioning image {os.fspath(image.image)!r} does not exist.")
+            check_image_readable(image.image)
 
 
 _DEFAULTED = ("height", "width", "num_frames", "frame_rate", "num_inference_steps", "seed")
