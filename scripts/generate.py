@@ -42,7 +42,7 @@ GUIDANCE_FLAGS = {  # MultiModalGuiderParams field -> (flag suffix, help)
 }
 CROSS_MODALITY = {"video": "a2v", "audio": "v2a"}  # the modality-guidance flag of each stream
 CHECKPOINT_ONLY = ("gemma_root", "prompt_cache_dir", "spatial_upsampler_path", "distilled_lora", "lora")
-CHECKPOINT_ONLY += ("shard_weights", "dtype")
+CHECKPOINT_ONLY += ("shard_weights", "dtype", "distilled_lora_strength_stage_1", "distilled_lora_strength_stage_2")
 
 
 def guidance_flags(parser: argparse.ArgumentParser, modality: str) -> None:
@@ -115,6 +115,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     models.add_argument("--prompt-embeddings", type=Path, help=".npz with video/audio[/negative_video/negative_audio]")
     models.add_argument("--spatial-upsampler-path", type=Path, help="2x latent upsampler .safetensors")
     models.add_argument("--distilled-lora", nargs="+", metavar=("PATH", "STRENGTH"), help="stage-2 LoRA [strength]")
+    for stage, default in ((1, 0.25), (2, 0.5)):
+        models.add_argument(
+            f"--distilled-lora-strength-stage-{stage}", type=float,
+            help=f"two-stage-hq: the distilled LoRA's strength in stage {stage} (default {default})",
+        )  # fmt: skip
     models.add_argument(
         "--lora", nargs="+", action="append", metavar=("PATH", "STRENGTH"), help="a LoRA for every stage (repeatable)"
     )
@@ -202,7 +207,21 @@ def checkpoint_files(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Check
         prompt_cache_dir=args.prompt_cache_dir,
         dtype=args.dtype or "bfloat16",
         shard_weights=args.shard_weights,
+        **hq_strengths(args),
     )
+
+
+def hq_strengths(args: argparse.Namespace) -> dict[str, float]:
+    """The two-stage-hq flow's per-stage distilled-LoRA strengths that were given (refused for other flows)."""
+    given = {
+        f"distilled_lora_strength_stage_{stage}": getattr(args, f"distilled_lora_strength_stage_{stage}")
+        for stage in (1, 2)
+        if getattr(args, f"distilled_lora_strength_stage_{stage}") is not None
+    }
+    if given and args.pipeline != "two-stage-hq":
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+        raise ValueError(f"{flags} apply to --pipeline two-stage-hq; the {args.pipeline} flow does not use them.")
+    return given
 
 
 def load_prompt_embeddings(path: Path) -> tuple[Any, Any]:

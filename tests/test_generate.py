@@ -2,6 +2,7 @@
 with audio, every flow, image conditioning, checkpoint files, and the same latents on one device and
 on the mesh."""
 
+import dataclasses
 import json
 import logging
 import pathlib
@@ -64,10 +65,10 @@ def test_readme_command_writes_a_playable_mp4_with_audio(tmp_path):
     assert probe(out) == (25, (192, 128), 24.0, 24000, 2)
 
 
-@pytest.mark.parametrize("flow", ["two-stage", "distilled"])
+@pytest.mark.parametrize("flow", ["two-stage", "two-stage-hq", "distilled"])
 def test_two_stage_flows_run_on_the_mesh(tmp_path, flow):
     out = tmp_path / f"{flow}.mp4"
-    steps = ["--num-inference-steps", "2"] if flow == "two-stage" else []  # distilled: fixed 8 + 3 sigmas
+    steps = ["--num-inference-steps", "2"] if flow != "distilled" else []  # distilled: fixed 8 + 3 sigmas
     args = generate.parse_args(
         ["--mesh", "8", "--pipeline", flow, "--height", "128", "--width", "128", "--num-frames", "9", *steps,
          "--output-path", str(out)]
@@ -138,6 +139,7 @@ def test_image_at_frame_zero_is_kept_at_strength_one(tmp_path):
         (["--image", "missing.png", "0", "1.0"], "does not exist"),
         (["--image", "missing.png", "0", "x"], "STRENGTH a number"),
         (["--image", "missing.png", "0"], "3 or 4 values"),
+        (["--distilled-lora-strength-stage-2", "0.4"], "apply to --checkpoint-path runs"),
         (["--image", str(ROOT / "README.md"), "0", "1.0"], "README.md' cannot be read as an image"),
         (["--image", "missing.png", "0", "1.0", "high"], "CRF an integer"),
         (["--gemma-root", "gemma"], "apply to --checkpoint-path runs"),
@@ -279,6 +281,13 @@ def test_two_stage_from_files_with_upsampler_and_distilled_lora(tmp_path):
     info = generate.run(args)
     assert probe(out)[:3] == (9, (128, 128), 24.0)
     assert set(info["videos"][0]["output"].forwards) == {8, 32}
+    # two-stage-hq: the LoRA in both stages at the per-stage strengths, one copy of its factors
+    hq = model_ledger.load_models(
+        dataclasses.replace(files, distilled_lora_strength_stage_1=0.2), "two-stage-hq", make_mesh(8)
+    ).components
+    blocks = [model.transformer_blocks[0] for model in (hq.transformer, hq.stage_2_transformer)]
+    assert [block.strength for block in blocks] == [0.2, 0.5]
+    assert blocks[0].lora_a[0].get_value() is blocks[1].lora_a[0].get_value()
 
 
 def test_context_parallel_strategies_generate_the_same_latents(tmp_path):

@@ -5,8 +5,9 @@ guidance, which latents it decodes) on ltx-core's DiT with the tiny test weights
 bf16 default is swapped for float32 where it is passed (`denoise_audio_video`, the image
 conditionings). What the test cannot share with ltx-jax is replaced on both sides by the same
 stand-ins: the prompt contexts, the image latents (the VAE encoder has its own parity tests), a
-nearest-neighbour 2x upsampler (the upsampler too). The noise ltx-jax draws is recorded and replayed
-into the reference's `GaussianNoiser` (its `torch.randn`), call by call. The final video and audio
+nearest-neighbour 2x upsampler (the upsampler too). The noise ltx-jax draws (the initial noise, and
+the HQ flow's res_2s SDE noise before its normalization) is recorded and replayed into the
+reference's `torch.randn` calls, call by call. The final video and audio
 latents (what each flow hands its decoders) must agree within DESIGN.md's float32 bound.
 """
 
@@ -21,14 +22,14 @@ from ltx_core_twin import jax_model, relative_error, torch_model
 from torchaudio_stand_in import torchaudio_stand_in
 
 import ltx_jax
-from ltx_jax.pipeline import Components, ImageCondition, Request, generate, stages
+from ltx_jax.pipeline import Components, ImageCondition, Request, generate, res2s, stages
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
 from ltx_jax.pipeline.stages import Guidance, LatentGeometry, PromptEmbeddings
 
 with torchaudio_stand_in():
     from ltx_core.components.guiders import MultiModalGuiderParams as TorchGuiderParams
     from ltx_core.model.transformer.model import X0Model
-    from ltx_pipelines.utils import helpers
+    from ltx_pipelines.utils import helpers, samplers
     from ltx_pipelines.utils.args import ImageConditioningInput
     from ltx_pipelines.utils.types import PipelineComponents
 
@@ -49,6 +50,7 @@ GUIDANCE = {
 IMAGES = (("first.png", 0, 1.0, 33), ("last.png", 16, 0.7, 18))
 REFERENCE = {  # flow -> the ltx-pipelines module and class, and its image-conditioning helper
     "two-stage": ("ltx_pipelines.ti2vid_two_stages", "TI2VidTwoStagesPipeline", "combined_image_conditionings"),
+    "two-stage-hq": ("ltx_pipelines.ti2vid_two_stages_hq", "TI2VidTwoStagesHQPipeline", "combined_image_conditionings"),
     "keyframe-interpolation": (
         "ltx_pipelines.keyframe_interpolation",
         "KeyframeInterpolationPipeline",
@@ -100,6 +102,8 @@ def run_ltx_jax(flow, model, contexts, latents, monkeypatch):
         return original(state, noise, noise_scale)
 
     monkeypatch.setattr(stages, "add_noise", recording)
+    draw = res2s.SdeNoise.draw
+    monkeypatch.setattr(res2s.SdeNoise, "draw", lambda self, *args: drawn.append(draw(self, *args)) or drawn[-1])
     components = Components(
         transformer=model, geometry=GEOMETRY, dtype=jnp.float32,
         upsample=lambda latent: jnp.asarray(upsample_nearest(np.asarray(latent))),
@@ -147,6 +151,11 @@ def run_reference(flow, torch_dit, contexts, latents, noise, monkeypatch):
     monkeypatch.setattr(module, "encode_prompts", prompts)
     monkeypatch.setattr(module, "denoise_audio_video", float32(helpers.denoise_audio_video))
     monkeypatch.setattr(module, conditionings, float32(getattr(helpers, conditionings)))
+    if hasattr(module, "res2s_audio_video_denoising_loop"):  # it rounds the states to bf16 by default
+        loop = samplers.res2s_audio_video_denoising_loop
+        monkeypatch.setattr(
+            module, "res2s_audio_video_denoising_loop", lambda **kw: loop(**kw, model_dtype=torch.float32)
+        )
     monkeypatch.setattr(
         helpers, "load_image_conditioning", lambda image_path, height, crf, **_: (image_path, height, crf)
     )
@@ -174,12 +183,13 @@ def run_reference(flow, torch_dit, contexts, latents, noise, monkeypatch):
     return decoded["video"].numpy(), decoded["audio"].numpy()
 
 
-@pytest.mark.parametrize("flow", ["two-stage", "keyframe-interpolation"])
+@pytest.mark.parametrize("flow", ["two-stage", "two-stage-hq", "keyframe-interpolation"])
 def test_flow_equals_ltx_pipelines(flow, models, inputs, monkeypatch):
     torch_dit, model = models
     contexts, latents = inputs
     ours, noise = run_ltx_jax(flow, model, contexts, latents, monkeypatch)
-    assert len(noise) == 4  # video and audio, each stage
+    # video and audio, each stage; res_2s also 4 per step (stage 1: STEPS, stage 2: 3)
+    assert len(noise) == 4 + (4 * (STEPS + 3) if flow == "two-stage-hq" else 0)
     reference = run_reference(flow, torch_dit, contexts, latents, noise, monkeypatch)
     for name, mine, theirs in zip(("video", "audio"), ours, reference, strict=True):
         assert mine.shape == theirs.shape, name

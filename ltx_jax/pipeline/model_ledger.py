@@ -51,7 +51,10 @@ class CheckpointFiles:
         gemma_root: the Gemma 3 directory (weights + tokenizer) that encodes text prompts; None: the
             caller passes `PromptEmbeddings`.
         spatial_upsampler_path: the 2x latent upsampler `.safetensors` (the two-stage flows).
-        distilled_lora: the LoRA fused into the stage-2 DiT of the two-stage flow.
+        distilled_lora: the LoRA applied to the stage-2 DiT of the two-stage flows (its strength; for
+            two-stage-hq the two strengths below instead, as the reference ignores it there).
+        distilled_lora_strength_stage_1, distilled_lora_strength_stage_2: two-stage-hq's strengths
+            of the distilled LoRA in each stage (the reference's defaults 0.25 and 0.5).
         loras: LoRAs fused into every DiT.
         prompt_cache_dir: cache prompt contexts here (keyed by prompt and weights).
         dtype: parameter dtype of the DiT and the VAEs: "bfloat16", "float32" or "float16".
@@ -63,6 +66,8 @@ class CheckpointFiles:
     spatial_upsampler_path: PathLike | None = None
     distilled_lora: Lora | None = None
     loras: tuple[Lora, ...] = ()
+    distilled_lora_strength_stage_1: float = 0.25
+    distilled_lora_strength_stage_2: float = 0.5
     prompt_cache_dir: PathLike | None = None
     dtype: str = "bfloat16"
     shard_weights: bool = False
@@ -85,6 +90,10 @@ class CheckpointFiles:
                 f"distilled_lora applies to the second stage of the {' and '.join(GUIDED_TWO_STAGE_FLOWS)} flows; "
                 f"the {flow} flow does not use it. Drop it (the distilled flow runs the distilled checkpoint itself)."
             )
+        for stage in (1, 2):
+            strength = getattr(self, f"distilled_lora_strength_stage_{stage}")
+            if not isinstance(strength, (int, float)) or not math.isfinite(strength):
+                raise ValueError(f"distilled_lora_strength_stage_{stage} must be a finite number, got {strength!r}.")
         named = [("distilled_lora", self.distilled_lora)] if self.distilled_lora else []
         for name, lora in [*named, *(("loras", lora) for lora in self.loras)]:
             _check_file(name, lora.path, ".safetensors")
@@ -128,16 +137,20 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
         load_checkpoint, files.checkpoint_path, mesh=mesh, dtype=dtype, shard_weights=files.shard_weights
     )
     model, _ = load(loras=files.loras)
-    stage_2 = None
+    stage_1, stage_2 = model, None
     if flow in GUIDED_TWO_STAGE_FLOWS:  # the base weights shared, the distilled LoRA added block by block in stage 2
-        stage_2 = with_lora(model, load_lora(model, files.distilled_lora, mesh=mesh))
+        lora = load_lora(model, files.distilled_lora, mesh=mesh)
+        if flow == "two-stage-hq":  # both stages carry it, at their own strengths (one copy of the factors)
+            stage_1 = with_lora(model, dataclasses.replace(lora, strength=files.distilled_lora_strength_stage_1))
+            lora = dataclasses.replace(lora, strength=files.distilled_lora_strength_stage_2)
+        stage_2 = with_lora(model, lora)
     video_decoder, audio_decoder, vocoder = decoder_modules(config, tensors, 0, dtype)
     decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, mesh)
     upsample = None
     if files.spatial_upsampler_path is not None:
         upsample = upsample_between_statistics(_upsampler(files.spatial_upsampler_path, dtype), video_decoder)
     components = Components(
-        transformer=model,
+        transformer=stage_1,
         geometry=geometry(config),
         dtype=dtype,
         stage_2_transformer=stage_2,

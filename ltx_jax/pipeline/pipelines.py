@@ -9,7 +9,10 @@ Sources: `ltx_pipelines/ti2vid_one_stage.py`, `ti2vid_two_stages.py`, `distilled
   again with it, and that stage-2 audio is kept (as 1.0.0 decodes it);
 - distilled: both stages without guidance (8 + 3 steps);
 - keyframe interpolation: two stages, where every image, frame 0 included, is a guiding keyframe
-  (tokens appended to the video's) rather than frame 0 replacing the first latent frame.
+  (tokens appended to the video's) rather than frame 0 replacing the first latent frame;
+- two stages HQ (`ti2vid_two_stages_hq.py`): two stages with the res_2s sampler, the stage-1
+  schedule shifted for the stage-1 latent's token count, the distilled LoRA in both stages at
+  their own strengths (components.transformer and stage_2_transformer).
 The components are callables, so the flows run on any mesh and with any decoder implementation.
 """
 
@@ -30,14 +33,21 @@ from ltx_jax.pipeline.conditioning import condition_by_keyframe, condition_by_la
 from ltx_jax.pipeline.denoisers import Forward
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
 from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLED_SIGMA_VALUES, ltx2_sigmas
-from ltx_jax.pipeline.stages import Conditioning, Guidance, LatentGeometry, PromptEmbeddings, denoise_audio_video
+from ltx_jax.pipeline.stages import (
+    Conditioning,
+    Guidance,
+    LatentGeometry,
+    PromptEmbeddings,
+    Sampler,
+    denoise_audio_video,
+)
 from ltx_jax.pipeline.types import VideoPixelShape
 
-Flow = Literal["one-stage", "two-stage", "distilled", "keyframe-interpolation"]
-FLOWS: tuple[Flow, ...] = ("one-stage", "two-stage", "distilled", "keyframe-interpolation")
+Flow = Literal["one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation"]
+FLOWS: tuple[Flow, ...] = ("one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation")
 MAX_CRF = 51  # libx264's worst quality
 # Guided stage 1 at half size, then stage 2 with the distilled LoRA: these need `distilled_lora`.
-GUIDED_TWO_STAGE_FLOWS: tuple[Flow, ...] = ("two-stage", "keyframe-interpolation")
+GUIDED_TWO_STAGE_FLOWS: tuple[Flow, ...] = ("two-stage", "two-stage-hq", "keyframe-interpolation")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,21 +167,34 @@ def generate(
     guided = flow in GUIDED_TWO_STAGE_FLOWS
     if components.upsample is None:
         raise ValueError(f"The {flow} flow needs the spatial upsampler (components.upsample).")
-    stage_1_sigmas = ltx2_sigmas(request.num_inference_steps) if guided else np.asarray(DISTILLED_SIGMA_VALUES)
+    stage_1_sigmas = _stage_1_sigmas(components, request, flow)
     guidance = request.guidance if guided else Guidance()
-    keyframes = flow == "keyframe-interpolation"
+    options = {
+        "keyframes_only": flow == "keyframe-interpolation",
+        "sampler": "res2s" if flow == "two-stage-hq" else "euler",
+    }
     timed = functools.partial(_timed, {} if timings is None else timings)
     video, audio = timed(
-        "stage_1_denoising", _stage, components, request, 2, stage_1_sigmas, key, guidance, "stage 1",
-        keyframes_only=keyframes,
-    )  # fmt: skip
+        "stage_1_denoising", _stage, components, request, 2, stage_1_sigmas, key, guidance, "stage 1", **options
+    )
     upsampled = timed("upsampling", components.upsample, video[:1])
     stage_2 = dataclasses.replace(components, transformer=components.stage_2_transformer or components.transformer)
     sigmas = np.asarray(STAGE_2_DISTILLED_SIGMA_VALUES, np.float32)
     return timed(
         "stage_2_denoising", _stage, stage_2, request, 1, sigmas, jax.random.fold_in(key, 2), Guidance(), "stage 2",
-        initial=(upsampled, audio), noise_scale=float(sigmas[0]), keyframes_only=keyframes,
+        initial=(upsampled, audio), noise_scale=float(sigmas[0]), **options,
     )  # fmt: skip
+
+
+def _stage_1_sigmas(components: Components, request: Request, flow: Flow) -> np.ndarray:
+    """The distilled sigmas, or `ltx2_sigmas` shifted for 4,096 tokens (the reference's default), or
+    for HQ for the stage-1 latent's own token count (its scheduler is given the latent)."""
+    if flow == "distilled":
+        return np.asarray(DISTILLED_SIGMA_VALUES)
+    if flow != "two-stage-hq":
+        return ltx2_sigmas(request.num_inference_steps)
+    half = VideoPixelShape(1, request.num_frames, request.height // 2, request.width // 2, request.frame_rate)
+    return ltx2_sigmas(request.num_inference_steps, tokens=components.geometry.video(half).token_count())
 
 
 def _timed(timings: dict[str, float], phase: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
@@ -193,6 +216,7 @@ def _stage(
     initial: tuple[jax.Array | None, jax.Array | None] = (None, None),
     noise_scale: float = 1.0,
     keyframes_only: bool = False,
+    sampler: Sampler = "euler",
 ) -> tuple[jax.Array | None, jax.Array | None]:
     shape = VideoPixelShape(
         1, request.num_frames, request.height // downscale, request.width // downscale, request.frame_rate
@@ -213,6 +237,7 @@ def _stage(
         noise_scale=noise_scale,
         max_batch_size=request.max_batch_size,
         description=description,
+        sampler=sampler,
     )
 
 

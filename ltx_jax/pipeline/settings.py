@@ -1,8 +1,8 @@
 """A generation's arguments besides the prompt, and their defaults, in one place.
 
 Defaults: the reference's per model version and flow (`ltx_pipelines/utils/constants.py`:
-`LTX_2_PARAMS`, `LTX_2_3_PARAMS`, `DEFAULT_NEGATIVE_PROMPT`; `utils/args.py`: one stage at 512x768, the
-two-stage flows at twice that, 1024x1536), and the embedded tiny model's.
+`LTX_2_PARAMS`, `LTX_2_3_PARAMS`, `LTX_2_3_HQ_PARAMS`, `DEFAULT_NEGATIVE_PROMPT`; `utils/args.py`: one stage
+at 512x768, the two-stage flows at twice that, 1024x1536, HQ 1088x1920), and the embedded tiny model's.
 """
 
 from __future__ import annotations
@@ -66,6 +66,17 @@ _LTX_2 = GenerationDefaults(
     guidance=reference_guidance(29),
 )
 _LTX_2_3 = dataclasses.replace(_LTX_2, num_inference_steps=30, guidance=reference_guidance(28))
+# The HQ flow's (the reference's HQ parser uses them whatever the checkpoint): 15 res_2s steps, no STG.
+_HQ = dataclasses.replace(
+    _LTX_2_3,
+    height=1088,
+    width=1920,
+    num_inference_steps=15,
+    guidance=Guidance(
+        MultiModalGuiderParams(cfg_scale=3.0, stg_scale=0.0, rescale_scale=0.45, modality_scale=3.0),
+        MultiModalGuiderParams(cfg_scale=7.0, stg_scale=0.0, rescale_scale=1.0, modality_scale=3.0),
+    ),
+)
 # The embedded tiny model: 2 blocks (STG on the second), small frames, few steps.
 EMBEDDED_DEFAULTS = dataclasses.replace(
     _LTX_2_3, height=128, width=192, num_frames=25, num_inference_steps=8, guidance=reference_guidance(1)
@@ -78,6 +89,8 @@ def checkpoint_defaults(is_ltx_2_3: bool, flow: Flow) -> GenerationDefaults:
     defaults = _LTX_2_3 if is_ltx_2_3 else _LTX_2
     if flow == "one-stage":
         return defaults
+    if flow == "two-stage-hq":
+        return _HQ
     return dataclasses.replace(defaults, height=2 * defaults.height, width=2 * defaults.width)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -18,10 +19,12 @@ from ltx_jax.pipeline import patchifiers
 from ltx_jax.pipeline.denoisers import Forward, GuidedDenoiser
 from ltx_jax.pipeline.diffusion_steps import add_noise
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
+from ltx_jax.pipeline.res2s import res2s_denoising_loop
 from ltx_jax.pipeline.samplers import euler_denoising_loop
 from ltx_jax.pipeline.types import AudioLatentShape, LatentState, VideoLatentShape, VideoPixelShape
 
 Conditioning = Callable[[LatentState, VideoLatentShape], LatentState]
+Sampler = Literal["euler", "res2s"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,9 +79,11 @@ def denoise_audio_video(
     noise_scale: float = 1.0,
     max_batch_size: int | None = None,
     description: str = "denoising",
+    sampler: Sampler = "euler",
 ) -> tuple[jax.Array | None, jax.Array | None]:
     """Denoises from noise (or a noised initial latent) along `sigmas`, guided per `guidance` against
-    the `negative` prompt's embeddings (needed when a cfg scale is not 1).
+    the `negative` prompt's embeddings (needed when a cfg scale is not 1), with the Euler sampler or
+    res_2s (`res2s.py`, the HQ flow's).
 
     Returns the video latent `(B, C, F, H, W)` and audio latent `(B, C, T, M)` (None where the
     prompt has no context for that modality).
@@ -105,7 +110,8 @@ def denoise_audio_video(
         guidance.audio,
         max_batch_size,
     )
-    video, audio = euler_denoising_loop(sigmas, video, audio, denoiser, description=description)
+    loop = res2s_denoising_loop if sampler == "res2s" else euler_denoising_loop
+    video, audio = loop(sigmas, video, audio, denoiser, description=description)
     video_latent = audio_latent = None
     if video is not None:
         video = patchifiers.clear_conditioning(video, video_shape.token_count())
