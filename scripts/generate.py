@@ -26,7 +26,7 @@ from device_setup import simulate_cpu_devices_if_needed
 from ltx_jax.convert.dit_tensors import PARAM_DTYPES, Lora
 from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy
-from ltx_jax.pipeline import FLOWS, GenerationSettings, Guidance, ImageCondition
+from ltx_jax.pipeline import FLOWS, GenerationSettings, Guidance, ImageCondition, VideoCondition
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
 from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS, checkpoint_defaults, reference_guidance
 from ltx_jax.user_cache import cache_dir
@@ -143,6 +143,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--image", nargs="+", action="append", default=[], metavar="PATH FRAME_IDX STRENGTH [CRF]",
         help=f"condition on an image (CRF: its H.264 compression first, default {DEFAULT_IMAGE_CRF}; 0: none)",
     )  # fmt: skip
+    gen.add_argument(
+        "--video-conditioning", nargs=2, action="append", default=[], metavar=("PATH", "STRENGTH"),
+        help="ic-lora: a reference video (depth, pose, edges) for stage 1 (repeatable)",
+    )  # fmt: skip
+    gen.add_argument("--skip-stage-2", action="store_true", help="ic-lora: decode stage 1's half-size result")
     guidance_flags(parser, "video")
     guidance_flags(parser, "audio")
     return parser.parse_args(argv)
@@ -184,6 +189,16 @@ def images_of(args: argparse.Namespace) -> tuple[ImageCondition, ...]:
                 f"--image {given}: FRAME_IDX must be an integer, STRENGTH a number and CRF an integer."
             ) from None
     return tuple(images)
+
+
+def reference_videos_of(args: argparse.Namespace) -> tuple[VideoCondition, ...]:
+    videos = []
+    for path, strength in args.video_conditioning:
+        try:
+            videos.append(VideoCondition(path, float(strength)))
+        except ValueError:
+            raise ValueError(f"--video-conditioning {path} {strength}: STRENGTH must be a number.") from None
+    return tuple(videos)
 
 
 def checkpoint_files(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a CheckpointFiles, or None
@@ -263,7 +278,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     defaults = EMBEDDED_DEFAULTS if files is None else files.defaults(args.pipeline)
     settings = GenerationSettings(
         args.height, args.width, args.num_frames, args.frame_rate, args.num_inference_steps, args.seed,
-        images_of(args), guidance_of(args, defaults.guidance),
+        images_of(args), guidance_of(args, defaults.guidance), reference_videos_of(args), args.skip_stage_2,
     )  # fmt: skip
     settings.resolve(defaults, args.pipeline)  # every generation argument checked before anything is built
     prompts, negative = prompts_of(args), args.negative_prompt

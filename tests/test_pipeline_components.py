@@ -164,6 +164,23 @@ def test_keyframe_tokens_equal_reference(frame_idx):
     assert reference.attention_mask is None
 
 
+@pytest.mark.parametrize("downscale_factor", [1, 2])
+def test_reference_video_tokens_equal_reference(downscale_factor):
+    """IC-LoRA's reference video: appended at the generated frames' times, its positions scaled back up."""
+    from ltx_core.conditioning.types.reference_video_cond import VideoConditionByReferenceLatent  # noqa: PLC0415
+
+    frames, height, width = VIDEO_SHAPE.frames, VIDEO_SHAPE.height // downscale_factor, VIDEO_SHAPE.width
+    reference_latent = np.random.default_rng(3).standard_normal((2, 4, frames, height, width)).astype(np.float32)
+    state = patchifiers.initial_video_state(VIDEO_SHAPE, FPS)
+    ours = conditioning.condition_by_reference_latent(state, reference_latent, downscale_factor, 0.8, FPS)
+    item = VideoConditionByReferenceLatent(
+        latent=torch.from_numpy(reference_latent), downscale_factor=downscale_factor, strength=0.8
+    )
+    reference = item.apply_to(torch_state(state), video_tools())
+    assert_states_equal(ours, reference)
+    assert reference.attention_mask is None
+
+
 @pytest.mark.parametrize(
     ("changes", "flow", "message"),
     [
@@ -201,3 +218,44 @@ def test_image_loading_equals_ltx_pipelines(tmp_path, crf, height, width):
     theirs = reference(str(path), height, width, torch.float32, torch.device("cpu"), crf=crf).numpy()
     assert ours.shape == theirs.shape == (1, 3, 1, height, width)
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5)
+
+
+def test_video_loading_equals_ltx_pipelines(tmp_path):
+    """IC-LoRA's reference video: the first `frame_cap` frames, each resized to cover and centre-cropped,
+    in [-1, 1], against ltx-pipelines' `load_video_conditioning`; a count that is not 8k+1 is refused."""
+    from torchaudio_stand_in import torchaudio_stand_in  # noqa: PLC0415
+
+    from ltx_jax.pipeline.media_io import write_mp4  # noqa: PLC0415
+    from ltx_jax.pipeline.video_files import load_video_conditioning  # noqa: PLC0415
+
+    with torchaudio_stand_in():
+        from ltx_pipelines.utils.media_io import load_video_conditioning as reference  # noqa: PLC0415
+    frames = (np.cumsum(np.random.default_rng(5).integers(0, 6, (12, 48, 70, 3)), axis=2) % 256).astype(np.uint8)
+    path = tmp_path / "reference.mp4"
+    write_mp4(path, frames, 24.0)
+    ours = load_video_conditioning(path, 32, 64, frame_cap=9)
+    theirs = reference(str(path), 32, 64, frame_cap=9, dtype=torch.float32, device=torch.device("cpu")).numpy()
+    assert ours.shape == theirs.shape == (1, 3, 9, 32, 64)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="gives 12 frames \\(of the 17 requested\\).*generate 9"):
+        load_video_conditioning(path, 32, 64, frame_cap=17)
+
+
+def test_reference_downscale_factor_from_the_lora_metadata(tmp_path):
+    """ic-lora reads `reference_downscale_factor` from each LoRA file (1 when absent); factors must agree."""
+    import safetensors.numpy  # noqa: PLC0415
+
+    from ltx_jax.convert.dit_tensors import Lora  # noqa: PLC0415
+    from ltx_jax.pipeline.model_ledger import reference_downscale_factor  # noqa: PLC0415
+
+    def lora(name, factor):
+        path = tmp_path / f"{name}.safetensors"
+        metadata = None if factor is None else {"reference_downscale_factor": str(factor)}
+        safetensors.numpy.save_file({"w": np.zeros(1, np.float32)}, path, metadata=metadata)
+        return Lora(str(path), 1.0)
+
+    plain, half, third = lora("plain", None), lora("half", 2), lora("third", 3)
+    assert reference_downscale_factor(()) == reference_downscale_factor((plain,)) == 1
+    assert reference_downscale_factor((plain, half)) == 2
+    with pytest.raises(ValueError, match="reference_downscale_factor values differ"):
+        reference_downscale_factor((half, third))

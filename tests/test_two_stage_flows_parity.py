@@ -1,10 +1,12 @@
 """The two-stage flows end to end against ltx-pipelines 1.0.0's own `__call__`, with the same noise.
 
 The reference pipeline object runs its real `__call__` (its stage order, conditionings, sigmas,
-guidance, which latents it decodes) on ltx-core's DiT with the tiny test weights, in float32: its
+guidance, which DiT runs which stage, which latents it decodes) on ltx-core's DiT with the tiny test
+weights (IC-LoRA's stage 1 on a second DiT standing for the DiT with the IC-LoRA), in float32: its
 bf16 default is swapped for float32 where it is passed (`denoise_audio_video`, the image
 conditionings). What the test cannot share with ltx-jax is replaced on both sides by the same
-stand-ins: the prompt contexts, the image latents (the VAE encoder has its own parity tests), a
+stand-ins: the prompt contexts, the image and reference-video latents (the VAE encoder and the file
+loaders have their own parity tests), a
 nearest-neighbour 2x upsampler (the upsampler too). The noise ltx-jax draws (the initial noise, and
 the HQ flow's res_2s SDE noise before its normalization) is recorded and replayed into the
 reference's `torch.randn` calls, call by call. The final video and audio
@@ -22,7 +24,7 @@ from ltx_core_twin import jax_model, relative_error, torch_model
 from torchaudio_stand_in import torchaudio_stand_in
 
 import ltx_jax
-from ltx_jax.pipeline import Components, ImageCondition, Request, generate, res2s, stages
+from ltx_jax.pipeline import Components, ImageCondition, Request, VideoCondition, generate, res2s, stages
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
 from ltx_jax.pipeline.stages import Guidance, LatentGeometry, PromptEmbeddings
 
@@ -56,13 +58,20 @@ REFERENCE = {  # flow -> the ltx-pipelines module and class, and its image-condi
         "KeyframeInterpolationPipeline",
         "image_conditionings_by_adding_guiding_latent",
     ),
+    "ic-lora": ("ltx_pipelines.ic_lora", "ICLoraPipeline", "combined_image_conditionings"),
 }
+# ic-lora: a reference video at strength 0.9, encoded at half the stage-1 size (the LoRA's downscale factor 2)
+REFERENCE_VIDEO, REFERENCE_STRENGTH, DOWNSCALE = "depth.mp4", 0.9, 2
 
 
 @pytest.fixture(scope="module")
 def models():
-    reference = torch_model(CFG)
-    return reference, jax_model(CFG, reference)
+    """(torch, jax) twins: the DiT, and a second one standing for the DiT with the IC-LoRA (ic-lora's stage 1)."""
+    pairs = []
+    for seed in (0, 1):
+        reference = torch_model(CFG, seed)
+        pairs.append((reference, jax_model(CFG, reference)))
+    return pairs
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +91,9 @@ def inputs():
         for path, _, _, crf in IMAGES
         for height in (HEIGHT // 2, HEIGHT)
     }
+    latents[(REFERENCE_VIDEO, HEIGHT // 2 // DOWNSCALE)] = rng.standard_normal(
+        (1, GEOMETRY.video_channels, 3, 1, 2)
+    ).astype(np.float32)
     return contexts, latents
 
 
@@ -92,7 +104,7 @@ def upsample_nearest(latent):
     )  # fmt: skip
 
 
-def run_ltx_jax(flow, model, contexts, latents, monkeypatch):
+def run_ltx_jax(flow, models, contexts, latents, monkeypatch, skip_stage_2=False):
     """ltx-jax's flow; returns its final latents and the noise arrays it drew, in order."""
     drawn = []
     original = stages.add_noise
@@ -104,12 +116,17 @@ def run_ltx_jax(flow, model, contexts, latents, monkeypatch):
     monkeypatch.setattr(stages, "add_noise", recording)
     draw = res2s.SdeNoise.draw
     monkeypatch.setattr(res2s.SdeNoise, "draw", lambda self, *args: drawn.append(draw(self, *args)) or drawn[-1])
+    ic_lora = flow == "ic-lora"
     components = Components(
-        transformer=model, geometry=GEOMETRY, dtype=jnp.float32,
-        upsample=lambda latent: jnp.asarray(upsample_nearest(np.asarray(latent))),
+        transformer=models[1][1] if ic_lora else models[0][1], stage_2_transformer=models[0][1],
+        geometry=GEOMETRY, dtype=jnp.float32, upsample=lambda latent: jnp.asarray(upsample_nearest(np.asarray(latent))),
         encode_image=lambda path, height, width, crf: jnp.asarray(latents[(path, height, crf)]),
+        encode_video=lambda path, height, width, frames: jnp.asarray(latents[(path, height)]),
+        reference_downscale_factor=DOWNSCALE,
     )  # fmt: skip
     request = Request(
+        reference_videos=(VideoCondition(REFERENCE_VIDEO, REFERENCE_STRENGTH),) if ic_lora else (),
+        skip_stage_2=skip_stage_2,
         prompt=PromptEmbeddings(contexts["video"], contexts["audio"]),
         negative=PromptEmbeddings(contexts["video_negative"], contexts["audio_negative"]),
         height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS, seed=SEED, num_inference_steps=STEPS,
@@ -121,7 +138,7 @@ def run_ltx_jax(flow, model, contexts, latents, monkeypatch):
     return (np.asarray(video), np.asarray(audio)), drawn
 
 
-def run_reference(flow, torch_dit, contexts, latents, noise, monkeypatch):
+def run_reference(flow, models, contexts, latents, noise, monkeypatch, skip_stage_2=False):
     """ltx-pipelines' `__call__` for `flow`, with the stand-ins of this module's docstring."""
     module_name, class_name, conditionings = REFERENCE[flow]
     with torchaudio_stand_in():
@@ -132,17 +149,25 @@ def run_reference(flow, torch_dit, contexts, latents, noise, monkeypatch):
     def encoder(marker):  # the reference encodes what load_image_conditioning returned: here a key
         return torch.from_numpy(latents[marker])
 
-    ledger = types.SimpleNamespace(
-        transformer=lambda: X0Model(torch_dit), video_encoder=lambda: encoder, spatial_upsampler=lambda: None,
-        video_decoder=lambda: None, audio_decoder=lambda: None, vocoder=lambda: None,
-    )  # fmt: skip
+    ic_lora = flow == "ic-lora"
+    ledgers = [
+        types.SimpleNamespace(
+            transformer=lambda dit=dit: X0Model(dit),
+            video_encoder=lambda: encoder,
+            spatial_upsampler=lambda: None,
+            video_decoder=lambda: None,
+            audio_decoder=lambda: None,
+            vocoder=lambda: None,
+        )  # fmt: skip
+        for dit in (models[1][0] if ic_lora else models[0][0], models[0][0])
+    ]
 
     def prompts(texts, *args, **kwargs):
-        assert texts[1] == "negative"
+        assert texts == (["prompt"] if ic_lora else ["prompt", "negative"])
         return [
             types.SimpleNamespace(video_encoding=torch.from_numpy(contexts[f"video{s}"]),
                                   audio_encoding=torch.from_numpy(contexts[f"audio{s}"]))
-            for s in ("", "_negative")
+            for s in ("", "_negative")[: len(texts)]
         ]  # fmt: skip
 
     def float32(fn):
@@ -159,6 +184,8 @@ def run_reference(flow, torch_dit, contexts, latents, noise, monkeypatch):
     monkeypatch.setattr(
         helpers, "load_image_conditioning", lambda image_path, height, crf, **_: (image_path, height, crf)
     )
+    if ic_lora:
+        monkeypatch.setattr(module, "load_video_conditioning", lambda video_path, height, **_: (video_path, height))
     monkeypatch.setattr(module, "upsample_video", lambda latent, video_encoder, upsampler: upsample_nearest(latent))
     monkeypatch.setattr(module, "vae_decode_video", lambda latent, *_: decoded.setdefault("video", latent))
     monkeypatch.setattr(module, "vae_decode_audio", lambda latent, *_: decoded.setdefault("audio", latent))
@@ -169,28 +196,36 @@ def run_reference(flow, torch_dit, contexts, latents, noise, monkeypatch):
     pipeline.device = torch.device("cpu")
     pipeline.pipeline_components = PipelineComponents(dtype=torch.float32, device=torch.device("cpu"))
     pipeline.pipeline_components.video_latent_channels = GEOMETRY.video_channels
-    pipeline.stage_1_model_ledger = pipeline.stage_2_model_ledger = ledger
-    with torch.no_grad():
-        pipeline(
-            prompt="prompt", negative_prompt="negative", seed=SEED, height=HEIGHT, width=WIDTH, num_frames=FRAMES,
-            frame_rate=FPS, num_inference_steps=STEPS,
+    pipeline.stage_1_model_ledger, pipeline.stage_2_model_ledger = ledgers
+    pipeline.dtype, pipeline.reference_downscale_factor = torch.float32, DOWNSCALE
+    arguments = {"prompt": "prompt", "seed": SEED, "height": HEIGHT, "width": WIDTH, "num_frames": FRAMES,
+                 "frame_rate": FPS, "images": [ImageConditioningInput(*image) for image in IMAGES]}  # fmt: skip
+    if ic_lora:
+        arguments.update(video_conditioning=[(REFERENCE_VIDEO, REFERENCE_STRENGTH)], skip_stage_2=skip_stage_2)
+    else:
+        arguments.update(
+            negative_prompt="negative", num_inference_steps=STEPS,
             video_guider_params=TorchGuiderParams(**GUIDANCE["video"]),
             audio_guider_params=TorchGuiderParams(**GUIDANCE["audio"]),
-            images=[ImageConditioningInput(*image) for image in IMAGES],
         )  # fmt: skip
+    with torch.no_grad():
+        pipeline(**arguments)
     monkeypatch.undo()
     assert next(replay, None) is None, "the reference drew fewer noise arrays than ltx-jax"
     return decoded["video"].numpy(), decoded["audio"].numpy()
 
 
-@pytest.mark.parametrize("flow", ["two-stage", "two-stage-hq", "keyframe-interpolation"])
-def test_flow_equals_ltx_pipelines(flow, models, inputs, monkeypatch):
-    torch_dit, model = models
+@pytest.mark.parametrize(
+    ("flow", "skip_stage_2"),
+    [("two-stage", False), ("two-stage-hq", False), ("keyframe-interpolation", False), ("ic-lora", False),
+     ("ic-lora", True)],
+)  # fmt: skip
+def test_flow_equals_ltx_pipelines(flow, skip_stage_2, models, inputs, monkeypatch):
     contexts, latents = inputs
-    ours, noise = run_ltx_jax(flow, model, contexts, latents, monkeypatch)
+    ours, noise = run_ltx_jax(flow, models, contexts, latents, monkeypatch, skip_stage_2)
     # video and audio, each stage; res_2s also 4 per step (stage 1: STEPS, stage 2: 3)
-    assert len(noise) == 4 + (4 * (STEPS + 3) if flow == "two-stage-hq" else 0)
-    reference = run_reference(flow, torch_dit, contexts, latents, noise, monkeypatch)
+    assert len(noise) == (2 if skip_stage_2 else 4) + (4 * (STEPS + 3) if flow == "two-stage-hq" else 0)
+    reference = run_reference(flow, models, contexts, latents, noise, monkeypatch, skip_stage_2)
     for name, mine, theirs in zip(("video", "audio"), ours, reference, strict=True):
         assert mine.shape == theirs.shape, name
         assert relative_error(mine, theirs) <= TOLERANCE, name
@@ -198,8 +233,7 @@ def test_flow_equals_ltx_pipelines(flow, models, inputs, monkeypatch):
 
 def test_keyframe_interpolation_keeps_frame_zero_as_a_keyframe(models, inputs, monkeypatch):
     """Frame 0 as a guiding keyframe (appended tokens) is not frame 0 replacing the first latent frame."""
-    _, model = models
     contexts, latents = inputs
-    keyframes, _ = run_ltx_jax("keyframe-interpolation", model, contexts, latents, monkeypatch)
-    replaced, _ = run_ltx_jax("two-stage", model, contexts, latents, monkeypatch)
+    keyframes, _ = run_ltx_jax("keyframe-interpolation", models, contexts, latents, monkeypatch)
+    replaced, _ = run_ltx_jax("two-stage", models, contexts, latents, monkeypatch)
     assert relative_error(keyframes[0], replaced[0]) > 0.01

@@ -1,7 +1,7 @@
 """Prompts -> latents -> mp4: schedules, guidance, the sampler, flows, media output, and `LTXPipeline`.
 
 `LTXPipeline` loads the models of a flow once and generates many videos. Below it, the flows
-(`generate` with "one-stage", "two-stage", "distilled") take their models as callables
+(`generate` with each of `FLOWS`) take their models as callables
 (`Components`), so they run the DiT on one device or under `SequenceParallel` on a mesh alike.
 """
 
@@ -10,7 +10,16 @@ from ltx_jax.pipeline.guiders import MultiModalGuiderParams
 from ltx_jax.pipeline.ltx_pipeline import ForwardStats, GeneratedVideo, LTXPipeline, RuntimeOptions
 from ltx_jax.pipeline.media_io import video_to_uint8, write_mp4
 from ltx_jax.pipeline.model_ledger import CheckpointFiles
-from ltx_jax.pipeline.pipelines import FLOWS, Components, Flow, ImageCondition, Request, generate, validate
+from ltx_jax.pipeline.pipelines import (
+    FLOWS,
+    Components,
+    Flow,
+    ImageCondition,
+    Request,
+    VideoCondition,
+    generate,
+    validate,
+)
 from ltx_jax.pipeline.prompts import TextEncoder
 from ltx_jax.pipeline.samplers import euler_denoising_loop
 from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLED_SIGMA_VALUES, ltx2_sigmas
@@ -40,6 +49,7 @@ __all__ = [
     "MultiModalGuiderParams",
     "PromptEmbeddings",
     "Request",
+    "VideoCondition",
     "RuntimeOptions",
     "TextEncoder",
     "VideoLatentShape",

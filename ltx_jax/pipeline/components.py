@@ -27,6 +27,7 @@ from ltx_jax.pipeline.media_io import video_to_uint8
 from ltx_jax.pipeline.pipelines import Components
 from ltx_jax.pipeline.settings import GenerationDefaults
 from ltx_jax.pipeline.stages import LatentGeometry, PromptEmbeddings
+from ltx_jax.pipeline.video_files import load_video_conditioning
 from ltx_jax.text_encoders.gemma import PromptEncoder
 
 VideoDecoder = Callable[[jax.Array, int], np.ndarray]  # (latent, seed) -> (F, H, W, 3) uint8
@@ -121,20 +122,24 @@ def geometry(config: dict[str, Any]) -> LatentGeometry:
     )
 
 
-def image_encoder(
+def conditioning_encoders(
     build_encoder: Callable[[], nnx.Module], dtype: jnp.dtype
-) -> Callable[[str | os.PathLike, int, int], jax.Array]:
-    """`(image file, height, width, crf)` -> its latent, as `Components.encode_image` takes it. The video VAE
-    encoder is built by `build_encoder` on the first image: most videos have none."""
+) -> dict[str, Callable[[str | os.PathLike, int, int, int], jax.Array]]:
+    """`Components.encode_image` `(image file, height, width, crf)` and `encode_video` `(video file,
+    height, width, frames)`: their latents. The video VAE encoder is built by `build_encoder` on the
+    first use (most videos have no conditioning), once for both."""
 
     @functools.cache
     def encode() -> Callable[[jax.Array], jax.Array]:
-        return jitted(build_encoder(), lambda m, image: m(image))
+        return jitted(build_encoder(), lambda m, pixels: m(pixels))
 
     def encode_image(path: str | os.PathLike, height: int, width: int, crf: int = DEFAULT_IMAGE_CRF) -> jax.Array:
         return encode()(jnp.asarray(load_image_conditioning(path, height, width, crf), dtype))
 
-    return encode_image
+    def encode_video(path: str | os.PathLike, height: int, width: int, frames: int) -> jax.Array:
+        return encode()(jnp.asarray(load_video_conditioning(path, height, width, frames), dtype))
+
+    return {"encode_image": encode_image, "encode_video": encode_video}
 
 
 def upsample_between_statistics(model: nnx.Module, video_decoder: nnx.Module) -> Callable[[jax.Array], jax.Array]:

@@ -1,8 +1,10 @@
-"""Image conditioning: an encoded image replaces latent frames or is appended as keyframe tokens.
+"""Conditioning: an encoded image replaces latent frames or is appended as keyframe tokens; an
+encoded reference video (IC-LoRA) is appended alongside the generated frames.
 
-Source: `ltx_core/conditioning/types/latent_cond.py::VideoConditionByLatentIndex` and
-`keyframe_cond.py::VideoConditionByKeyframeIndex` (without an attention-strength wrapper, which
-needs no attention mask). Applied to the patchified state before noise, host-side.
+Source: `ltx_core/conditioning/types/latent_cond.py::VideoConditionByLatentIndex`,
+`keyframe_cond.py::VideoConditionByKeyframeIndex` and `reference_video_cond.py::VideoConditionByReferenceLatent`
+(without an attention-strength wrapper, which needs no attention mask). Applied to the patchified
+state before noise, host-side.
 """
 
 from __future__ import annotations
@@ -46,6 +48,25 @@ def condition_by_keyframe(
     # Pixel-space bounds, shifted to frame_idx; the causal first-frame fix applies only at frame 0.
     positions = video_positions(shape, fps=1.0, causal_fix=frame_idx == 0)
     positions[:, 0] = (positions[:, 0] + frame_idx) / np.float32(fps)
+    mask = np.full((*tokens.shape[:2], 1), 1.0 - strength, np.float32)
+    return LatentState(
+        latent=np.concatenate([np.asarray(state.latent), tokens], axis=1),
+        denoise_mask=np.concatenate([np.asarray(state.denoise_mask), mask], axis=1),
+        positions=np.concatenate([np.asarray(state.positions), positions], axis=2),
+        clean_latent=np.concatenate([np.asarray(state.clean_latent), tokens], axis=1),
+    )
+
+
+def condition_by_reference_latent(
+    state: LatentState, reference: np.ndarray, downscale_factor: int, strength: float, fps: float
+) -> LatentState:
+    """Appends the reference video's latent `(B, C, F, H, W)` as tokens at the generated frames' times;
+    a reference encoded at 1/`downscale_factor` of the size has its pixel positions scaled back up."""
+    _check_strength(strength)
+    shape = VideoLatentShape(*reference.shape)
+    tokens = patchify_video(np.asarray(reference, np.asarray(state.latent).dtype))
+    positions = video_positions(shape, fps=fps, causal_fix=True)
+    positions[:, 1:] *= np.float32(downscale_factor)
     mask = np.full((*tokens.shape[:2], 1), 1.0 - strength, np.float32)
     return LatentState(
         latent=np.concatenate([np.asarray(state.latent), tokens], axis=1),

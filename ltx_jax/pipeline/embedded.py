@@ -17,10 +17,10 @@ from ltx_jax.model import upsampler, video_vae
 from ltx_jax.model.model import LTXModel
 from ltx_jax.pipeline.components import (
     PipelineModels,
+    conditioning_encoders,
     decoder_callables,
     decoder_modules,
     geometry,
-    image_encoder,
     upsample_between_statistics,
 )
 from ltx_jax.pipeline.pipelines import Components, Flow
@@ -161,7 +161,7 @@ def embedded_models(flow: Flow, seed: int = EMBEDDED_WEIGHTS_SEED) -> PipelineMo
         geometry(config),
         jnp.float32,
         upsample=upsample,
-        encode_image=image_encoder(
+        **conditioning_encoders(
             lambda: video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(seed + 3)), jnp.float32
         ),
     )

@@ -30,7 +30,7 @@ from ltx_jax.pipeline.denoisers import Forward
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
 from ltx_jax.pipeline.media_io import write_mp4
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_models
-from ltx_jax.pipeline.pipelines import Flow, ImageCondition, Request, check_flow, generate
+from ltx_jax.pipeline.pipelines import Flow, ImageCondition, Request, VideoCondition, check_flow, generate
 from ltx_jax.pipeline.prompts import prompt_contexts
 from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
@@ -245,6 +245,8 @@ class LTXPipeline:
         seed: int | None = None,
         images: Sequence[ImageCondition] = (),
         guidance: Guidance | None = None,
+        reference_videos: Sequence[VideoCondition] = (),
+        skip_stage_2: bool = False,
     ) -> GeneratedVideo:
         """Generates one video; None takes `self.defaults` (see `GenerationSettings` for each argument).
 
@@ -252,8 +254,9 @@ class LTXPipeline:
         likewise (None: the reference's default negative prompt, used where a cfg scale is not 1).
         """
         settings = GenerationSettings(
-            height, width, num_frames, frame_rate, num_inference_steps, seed, tuple(images), guidance
-        )
+            height, width, num_frames, frame_rate, num_inference_steps, seed, tuple(images), guidance,
+            tuple(reference_videos), skip_stage_2,
+        )  # fmt: skip
         return self.generate(prompt, settings, negative_prompt=negative_prompt)
 
     def generate(
@@ -281,6 +284,8 @@ class LTXPipeline:
             negative=negative,
             images=settings.images,
             max_batch_size=self.runtime.max_batch_size,
+            reference_videos=settings.reference_videos,
+            skip_stage_2=settings.skip_stage_2,
         )
         for forward in self._timed:
             forward.seconds.clear()

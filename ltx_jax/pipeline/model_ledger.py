@@ -30,10 +30,10 @@ from ltx_jax.model import upsampler, video_vae
 from ltx_jax.model.lora import with_lora
 from ltx_jax.pipeline.components import (
     PipelineModels,
+    conditioning_encoders,
     decoder_callables,
     decoder_modules,
     geometry,
-    image_encoder,
     upsample_between_statistics,
 )
 from ltx_jax.pipeline.pipelines import GUIDED_TWO_STAGE_FLOWS, Components, Flow
@@ -55,7 +55,7 @@ class CheckpointFiles:
             two-stage-hq the two strengths below instead, as the reference ignores it there).
         distilled_lora_strength_stage_1, distilled_lora_strength_stage_2: two-stage-hq's strengths
             of the distilled LoRA in each stage (the reference's defaults 0.25 and 0.5).
-        loras: LoRAs fused into every DiT.
+        loras: LoRAs fused into every DiT; for ic-lora the one IC-LoRA, applied in stage 1 only.
         prompt_cache_dir: cache prompt contexts here (keyed by prompt and weights).
         dtype: parameter dtype of the DiT and the VAEs: "bfloat16", "float32" or "float16".
         shard_weights: split the DiT's weights over the mesh (FSDP) instead of a copy per device.
@@ -82,6 +82,11 @@ class CheckpointFiles:
             raise ValueError(f"The {flow} flow needs spatial_upsampler_path (the 2x latent upsampler .safetensors).")
         if self.spatial_upsampler_path is not None:
             _check_file("spatial_upsampler_path", self.spatial_upsampler_path, ".safetensors")
+        if flow == "ic-lora" and len(self.loras) > 1:
+            raise ValueError(
+                f"The ic-lora flow applies one LoRA (the IC-LoRA) to stage 1; got {len(self.loras)}. Fuse the "
+                "others into the checkpoint first (scripts/convert_checkpoint.py --lora), or pass one."
+            )
         guided = flow in GUIDED_TWO_STAGE_FLOWS
         if guided and self.distilled_lora is None:
             raise ValueError(f"The {flow} flow needs distilled_lora=Lora(PATH, STRENGTH) for its second stage.")
@@ -99,6 +104,8 @@ class CheckpointFiles:
             _check_file(name, lora.path, ".safetensors")
             if not math.isfinite(lora.strength):
                 raise ValueError(f"{name}: the strength of {lora.path} must be a finite number, got {lora.strength}.")
+        if flow == "ic-lora":
+            reference_downscale_factor(self.loras)  # the IC-LoRAs' factors agree
 
     def dit_config(self) -> LTXConfig:
         """The DiT's config from the checkpoint's header, without loading weights."""
@@ -128,6 +135,26 @@ def checkpoint_tensors(path: PathLike) -> tuple[dict[str, LazyTensor], dict[str,
     return lazy_tensors(file), config
 
 
+def reference_downscale_factor(loras: tuple[Lora, ...]) -> int:
+    """The IC-LoRAs' `reference_downscale_factor` (their files' metadata; 1 if absent), which must agree."""
+    factors = {
+        lora.path: int(SafetensorsFile(lora.path).metadata.get("reference_downscale_factor", 1)) for lora in loras
+    }
+    distinct = set(factors.values()) - {1}
+    if len(distinct) > 1:
+        raise ValueError(
+            f"The LoRAs' reference_downscale_factor values differ ({factors}); IC-LoRAs trained at different "
+            "reference scales cannot be combined."
+        )
+    return distinct.pop() if distinct else 1
+
+
+def _with_loras(model: nnx.Module, loras: tuple[Lora, ...], mesh: Mesh) -> nnx.Module:
+    """`model` with its one LoRA (`CheckpointFiles.check`) applied as it runs, sharing its weights;
+    no LoRA: `model` itself."""
+    return with_lora(model, load_lora(model, loras[0], mesh=mesh)) if loras else model
+
+
 def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModels:
     """Every model `flow` needs, from `files` (checked with `files.check(flow)` first), the DiTs on `mesh`."""
     files.check(flow)
@@ -136,8 +163,11 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
     load = functools.partial(
         load_checkpoint, files.checkpoint_path, mesh=mesh, dtype=dtype, shard_weights=files.shard_weights
     )
-    model, _ = load(loras=files.loras)
+    ic_lora = flow == "ic-lora"  # its LoRAs (the IC-LoRA) run in stage 1 only; stage 2 is the plain DiT
+    model, _ = load(loras=() if ic_lora else files.loras)
     stage_1, stage_2 = model, None
+    if ic_lora:
+        stage_1, stage_2 = _with_loras(model, files.loras, mesh), model
     if flow in GUIDED_TWO_STAGE_FLOWS:  # the base weights shared, the distilled LoRA added block by block in stage 2
         lora = load_lora(model, files.distilled_lora, mesh=mesh)
         if flow == "two-stage-hq":  # both stages carry it, at their own strengths (one copy of the factors)
@@ -155,7 +185,8 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
         dtype=dtype,
         stage_2_transformer=stage_2,
         upsample=upsample,
-        encode_image=image_encoder(functools.partial(_video_encoder, config, tensors, dtype), dtype),
+        reference_downscale_factor=reference_downscale_factor(files.loras) if flow == "ic-lora" else 1,
+        **conditioning_encoders(functools.partial(_video_encoder, config, tensors, dtype), dtype),
     )
     prompt_encoder = None if files.gemma_root is None else _gemma_prompt_encoder(files, config, tensors, mesh)
     is_2_3 = _header(files.checkpoint_path)[1]

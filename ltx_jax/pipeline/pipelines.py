@@ -12,7 +12,10 @@ Sources: `ltx_pipelines/ti2vid_one_stage.py`, `ti2vid_two_stages.py`, `distilled
   (tokens appended to the video's) rather than frame 0 replacing the first latent frame;
 - two stages HQ (`ti2vid_two_stages_hq.py`): two stages with the res_2s sampler, the stage-1
   schedule shifted for the stage-1 latent's token count, the distilled LoRA in both stages at
-  their own strengths (components.transformer and stage_2_transformer).
+  their own strengths (components.transformer and stage_2_transformer);
+- IC-LoRA (`ic_lora.py`): the distilled flow whose stage 1 runs the DiT with the IC-LoRA
+  (components.transformer) and sees reference videos (depth, pose, edges) as appended tokens;
+  stage 2 runs the plain DiT (stage_2_transformer) without them, or is skipped.
 The components are callables, so the flows run on any mesh and with any decoder implementation.
 """
 
@@ -29,7 +32,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ltx_jax.pipeline.conditioning import condition_by_keyframe, condition_by_latent_index
+from ltx_jax.pipeline.conditioning import (
+    condition_by_keyframe,
+    condition_by_latent_index,
+    condition_by_reference_latent,
+)
 from ltx_jax.pipeline.denoisers import Forward
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
 from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLED_SIGMA_VALUES, ltx2_sigmas
@@ -43,8 +50,10 @@ from ltx_jax.pipeline.stages import (
 )
 from ltx_jax.pipeline.types import VideoPixelShape
 
-Flow = Literal["one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation"]
-FLOWS: tuple[Flow, ...] = ("one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation")
+Flow = Literal["one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation", "ic-lora"]
+FLOWS: tuple[Flow, ...] = ("one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation", "ic-lora")
+# The distilled model's fixed sigmas (8 + 3 steps) without guidance: no steps, guidance or negative prompt.
+UNGUIDED_FLOWS: tuple[Flow, ...] = ("distilled", "ic-lora")
 MAX_CRF = 51  # libx264's worst quality
 # Guided stage 1 at half size, then stage 2 with the distilled LoRA: these need `distilled_lora`.
 GUIDED_TWO_STAGE_FLOWS: tuple[Flow, ...] = ("two-stage", "two-stage-hq", "keyframe-interpolation")
@@ -62,6 +71,14 @@ class ImageCondition:
 
 
 @dataclasses.dataclass(frozen=True)
+class VideoCondition:
+    """IC-LoRA's reference video `video` (e.g. a depth or pose video), kept at `strength` (1: exactly)."""
+
+    video: str | os.PathLike
+    strength: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
 class Components:
     """What a flow calls. `transformer` is the DiT (e.g. `SequenceParallel`); the rest are optional
     where a flow does not need them (`upsample` for two-stage/distilled, `encode_image` for images).
@@ -72,6 +89,10 @@ class Components:
         upsample: video latent `(B, C, F, H, W)` -> `(B, C, F, 2H, 2W)`, normalized in and out.
         encode_image: `(image file, height, width, crf)` -> latent `(1, C, 1, height/32, width/32)`
             (read, CRF-compressed, resized and encoded as the reference does).
+        encode_video: `(video file, height, width, frames)` -> latent `(1, C, F', height/32, width/32)`
+            of its first `frames` frames (IC-LoRA's reference videos).
+        reference_downscale_factor: the IC-LoRA's: reference videos are encoded at 1/factor of the
+            stage's size (from the LoRA file's metadata).
         geometry: latent sizes of the VAEs.
         dtype: latent dtype of the sampler state (the DiT's parameter dtype, as the reference does).
     """
@@ -82,6 +103,8 @@ class Components:
     stage_2_transformer: Forward | None = None
     upsample: Callable[[jax.Array], jax.Array] | None = None
     encode_image: Callable[[str | os.PathLike, int, int, int], jax.Array] | None = None
+    encode_video: Callable[[str | os.PathLike, int, int, int], jax.Array] | None = None
+    reference_downscale_factor: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +123,8 @@ class Request:
     negative: PromptEmbeddings | None = None
     images: tuple[ImageCondition, ...] = ()
     max_batch_size: int | None = None
+    reference_videos: tuple[VideoCondition, ...] = ()
+    skip_stage_2: bool = False
 
 
 def check_flow(flow: str) -> None:
@@ -141,12 +166,32 @@ def check_images(images: Sequence[ImageCondition], num_frames: int) -> None:
             )
 
 
+def check_reference_videos(videos: Sequence[VideoCondition], skip_stage_2: bool, flow: Flow) -> None:
+    """IC-LoRA's reference videos and `skip_stage_2`: given with the ic-lora flow (at least one video) only."""
+    if flow != "ic-lora":
+        if videos or skip_stage_2:
+            given = "reference_videos (--video-conditioning)" if videos else "skip_stage_2 (--skip-stage-2)"
+            raise ValueError(f"{given} belongs to the ic-lora flow; the {flow} flow does not use it.")
+        return
+    if not videos:
+        raise ValueError(
+            "The ic-lora flow needs at least one reference video: VideoCondition(path, strength) in "
+            "reference_videos (--video-conditioning PATH STRENGTH)."
+        )
+    for video in videos:
+        if not isinstance(video, VideoCondition):
+            raise TypeError(f"reference_videos must hold VideoCondition(path, strength) entries, got {video!r}.")
+        if not 0.0 <= video.strength <= 1.0:
+            raise ValueError(f"reference_videos: strength={video.strength} must lie in [0, 1] (1 keeps it exactly).")
+
+
 def validate(request: Request, flow: Flow) -> None:
     """Raises before any device work, naming the argument and the fix."""
     check_flow(flow)
     check_sizes(request.height, request.width, request.num_frames, request.frame_rate, flow)
     check_images(request.images, request.num_frames)
-    if flow != "distilled" and request.guidance.needs_negative_prompt() and request.negative is None:
+    check_reference_videos(request.reference_videos, request.skip_stage_2, flow)
+    if flow not in UNGUIDED_FLOWS and request.guidance.needs_negative_prompt() and request.negative is None:
         raise ValueError(
             "A cfg scale != 1 needs the negative prompt's embeddings (Request.negative); pass them, or set both "
             "cfg scales to 1."
@@ -165,7 +210,7 @@ def generate(
         sigmas = ltx2_sigmas(request.num_inference_steps)
         return _stage(components, request, 1, sigmas, key, request.guidance, "denoising")
     guided = flow in GUIDED_TWO_STAGE_FLOWS
-    if components.upsample is None:
+    if components.upsample is None and not request.skip_stage_2:
         raise ValueError(f"The {flow} flow needs the spatial upsampler (components.upsample).")
     stage_1_sigmas = _stage_1_sigmas(components, request, flow)
     guidance = request.guidance if guided else Guidance()
@@ -175,8 +220,11 @@ def generate(
     }
     timed = functools.partial(_timed, {} if timings is None else timings)
     video, audio = timed(
-        "stage_1_denoising", _stage, components, request, 2, stage_1_sigmas, key, guidance, "stage 1", **options
-    )
+        "stage_1_denoising", _stage, components, request, 2, stage_1_sigmas, key, guidance, "stage 1", **options,
+        references=request.reference_videos,
+    )  # fmt: skip
+    if request.skip_stage_2:
+        return video, audio
     upsampled = timed("upsampling", components.upsample, video[:1])
     stage_2 = dataclasses.replace(components, transformer=components.stage_2_transformer or components.transformer)
     sigmas = np.asarray(STAGE_2_DISTILLED_SIGMA_VALUES, np.float32)
@@ -189,7 +237,7 @@ def generate(
 def _stage_1_sigmas(components: Components, request: Request, flow: Flow) -> np.ndarray:
     """The distilled sigmas, or `ltx2_sigmas` shifted for 4,096 tokens (the reference's default), or
     for HQ for the stage-1 latent's own token count (its scheduler is given the latent)."""
-    if flow == "distilled":
+    if flow in UNGUIDED_FLOWS:
         return np.asarray(DISTILLED_SIGMA_VALUES)
     if flow != "two-stage-hq":
         return ltx2_sigmas(request.num_inference_steps)
@@ -217,6 +265,7 @@ def _stage(
     noise_scale: float = 1.0,
     keyframes_only: bool = False,
     sampler: Sampler = "euler",
+    references: Sequence[VideoCondition] = (),
 ) -> tuple[jax.Array | None, jax.Array | None]:
     shape = VideoPixelShape(
         1, request.num_frames, request.height // downscale, request.width // downscale, request.frame_rate
@@ -231,7 +280,10 @@ def _stage(
         dtype=components.dtype,
         guidance=guidance,
         negative=request.negative,
-        conditionings=_image_conditionings(components, request.images, shape, keyframes_only),
+        conditionings=[
+            *_image_conditionings(components, request.images, shape, keyframes_only),
+            *_reference_conditionings(components, references, shape),
+        ],
         initial_video_latent=None if initial[0] is None else np.asarray(initial[0]),
         initial_audio_latent=None if initial[1] is None else np.asarray(initial[1]),
         noise_scale=noise_scale,
@@ -264,4 +316,31 @@ def _image_conditionings(
                     state, latent, image.frame_idx, image.strength, shape.fps
                 )
             )
+    return conditionings
+
+
+def _reference_conditionings(
+    components: Components, videos: Sequence[VideoCondition], shape: VideoPixelShape
+) -> list[Conditioning]:
+    """IC-LoRA's reference videos, encoded at 1/`reference_downscale_factor` of the stage's size."""
+    if not videos:
+        return []
+    if components.encode_video is None:
+        raise ValueError("Reference videos need the video VAE encoder (components.encode_video).")
+    scale = components.reference_downscale_factor
+    if shape.height % scale or shape.width % scale:
+        raise ValueError(
+            f"The stage's size {shape.height}x{shape.width} must be divisible by the IC-LoRA's "
+            f"reference_downscale_factor ({scale}); choose a height and width that are."
+        )
+    conditionings: list[Conditioning] = []
+    for video in videos:
+        latent = np.asarray(
+            components.encode_video(video.video, shape.height // scale, shape.width // scale, shape.frames)
+        )
+        conditionings.append(
+            lambda state, _, latent=latent, s=video.strength: condition_by_reference_latent(
+                state, latent, scale, s, shape.fps
+            )
+        )
     return conditionings

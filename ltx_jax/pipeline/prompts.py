@@ -17,7 +17,7 @@ from ltx_jax.config import LTXConfig
 from ltx_jax.parallel import make_mesh
 from ltx_jax.pipeline.components import encode_texts
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_prompt_encoder
-from ltx_jax.pipeline.pipelines import Flow, check_flow
+from ltx_jax.pipeline.pipelines import UNGUIDED_FLOWS, Flow, check_flow
 from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
 
@@ -36,7 +36,7 @@ def prompt_contexts(
 ) -> Contexts:
     """The contexts of `prompt` and, where `guidance` contrasts with it, of the negative prompt (None:
     `defaults.negative_prompt`). Text is encoded by `encoder`; embeddings are checked against `cfg`."""
-    needs_negative = flow != "distilled" and guidance.needs_negative_prompt()
+    needs_negative = flow not in UNGUIDED_FLOWS and guidance.needs_negative_prompt()
     if isinstance(prompt, PromptEmbeddings):
         check_embeddings(cfg, "prompt", prompt)
         if needs_negative and not isinstance(negative_prompt, PromptEmbeddings):

@@ -14,7 +14,16 @@ import os
 
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
 from ltx_jax.pipeline.images import check_image_readable
-from ltx_jax.pipeline.pipelines import Flow, ImageCondition, check_flow, check_images, check_sizes
+from ltx_jax.pipeline.pipelines import (
+    UNGUIDED_FLOWS,
+    Flow,
+    ImageCondition,
+    VideoCondition,
+    check_flow,
+    check_images,
+    check_reference_videos,
+    check_sizes,
+)
 from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES
 from ltx_jax.pipeline.stages import Guidance
 
@@ -106,7 +115,9 @@ class GenerationSettings:
         seed: the noise (the same seed gives the same video on any mesh).
         images: conditioning images.
         guidance: per-modality guidance (`Guidance(MultiModalGuiderParams(...), ...)`); the distilled
-            flow runs without.
+            and ic-lora flows run without.
+        reference_videos: the ic-lora flow's reference videos (`VideoCondition(path, strength)`).
+        skip_stage_2: the ic-lora flow only: decode stage 1's half-size result.
     """
 
     height: int | None = None
@@ -117,22 +128,26 @@ class GenerationSettings:
     seed: int | None = None
     images: tuple[ImageCondition, ...] = ()
     guidance: Guidance | None = None
+    reference_videos: tuple[VideoCondition, ...] = ()
+    skip_stage_2: bool = False
 
     def resolve(self, defaults: GenerationDefaults, flow: Flow) -> GenerationSettings:
         """Every None replaced by its default, checked for `flow`. Raises `ValueError`/`TypeError`
         naming the argument, its value and the fix; reads nothing but the image files' existence."""
         check_flow(flow)
-        distilled = flow == "distilled"
+        distilled = flow in UNGUIDED_FLOWS
         for name, value in (("num_inference_steps", self.num_inference_steps), ("guidance", self.guidance)):
             if distilled and value is not None:
                 raise ValueError(
-                    f"{name}={value!r}: the distilled flow runs fixed sigmas (8 + 3 steps) without guidance; "
+                    f"{name}={value!r}: the {flow} flow runs fixed sigmas (8 + 3 steps) without guidance; "
                     "leave it unset, or use the one-stage or two-stage flow."
                 )
         resolved = GenerationSettings(
             **{field: _or(getattr(self, field), getattr(defaults, field)) for field in _DEFAULTED},
             images=tuple(self.images),
             guidance=Guidance() if distilled else _or(self.guidance, defaults.guidance),
+            reference_videos=tuple(self.reference_videos),
+            skip_stage_2=self.skip_stage_2,
         )
         if distilled:
             resolved = dataclasses.replace(resolved, num_inference_steps=len(DISTILLED_SIGMA_VALUES) - 1)
@@ -156,6 +171,10 @@ class GenerationSettings:
             if not os.path.isfile(image.image):
                 raise FileNotFoundError(f"images: the conditioning image {os.fspath(image.image)!r} does not exist.")
             check_image_readable(image.image)
+        check_reference_videos(self.reference_videos, self.skip_stage_2, flow)
+        for video in self.reference_videos:
+            if not os.path.isfile(video.video):
+                raise FileNotFoundError(f"reference_videos: {os.fspath(video.video)!r} does not exist.")
 
 
 _DEFAULTED = ("height", "width", "num_frames", "frame_rate", "num_inference_steps", "seed")
