@@ -148,6 +148,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="ic-lora: a reference video (depth, pose, edges) for stage 1 (repeatable)",
     )  # fmt: skip
     gen.add_argument("--skip-stage-2", action="store_true", help="ic-lora: decode stage 1's half-size result")
+    gen.add_argument(
+        "--conditioning-attention-mask", nargs=2, metavar=("MASK_PATH", "STRENGTH"),
+        help="ic-lora: a grayscale video over the reference's frames (white = full attention) and a strength",
+    )  # fmt: skip
     guidance_flags(parser, "video")
     guidance_flags(parser, "audio")
     return parser.parse_args(argv)
@@ -199,6 +203,17 @@ def reference_videos_of(args: argparse.Namespace) -> tuple[VideoCondition, ...]:
         except ValueError:
             raise ValueError(f"--video-conditioning {path} {strength}: STRENGTH must be a number.") from None
     return tuple(videos)
+
+
+def attention_mask_of(args: argparse.Namespace) -> tuple[float, str | None]:
+    """`--conditioning-attention-mask MASK_PATH STRENGTH` as (strength, path); unset: (1.0, None)."""
+    if args.conditioning_attention_mask is None:
+        return 1.0, None
+    path, strength = args.conditioning_attention_mask
+    try:
+        return float(strength), path
+    except ValueError:
+        raise ValueError(f"--conditioning-attention-mask {path} {strength}: STRENGTH must be a number.") from None
 
 
 def checkpoint_files(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a CheckpointFiles, or None
@@ -279,6 +294,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = GenerationSettings(
         args.height, args.width, args.num_frames, args.frame_rate, args.num_inference_steps, args.seed,
         images_of(args), guidance_of(args, defaults.guidance), reference_videos_of(args), args.skip_stage_2,
+        *attention_mask_of(args),
     )  # fmt: skip
     settings.resolve(defaults, args.pipeline)  # every generation argument checked before anything is built
     prompts, negative = prompts_of(args), args.negative_prompt

@@ -101,14 +101,15 @@ def test_keyframe_interpolation_appends_every_image_as_keyframe_tokens(tmp_path)
 @pytest.mark.parametrize("skip_stage_2", [False, True])
 def test_ic_lora_appends_the_reference_video_in_stage_1(tmp_path, skip_stage_2):
     """--pipeline ic-lora on 8 devices: the reference video's tokens (2 x 2 x 2 at 64x64) join stage 1's
-    8 only; stage 2 (32 tokens) runs without them, or is skipped and the half-size video written."""
+    8 only; stage 2 (32 tokens) runs without them, or is skipped and the half-size video written (that
+    run with an attention mask video too)."""
     reference = tmp_path / "depth.mp4"
     write_mp4(reference, (np.random.default_rng(0).random((9, 64, 64, 3)) * 255).astype(np.uint8), 24.0)
     out = tmp_path / "ic_lora.mp4"
+    extra = ["--skip-stage-2", "--conditioning-attention-mask", str(reference), "0.5"] if skip_stage_2 else []
     args = generate.parse_args(
         ["--mesh", "8", "--pipeline", "ic-lora", "--height", "128", "--width", "128", "--num-frames", "9",
-         "--video-conditioning", str(reference), "1.0", *(["--skip-stage-2"] if skip_stage_2 else []),
-         "--output-path", str(out)]
+         "--video-conditioning", str(reference), "1.0", *extra, "--output-path", str(out)]
     )  # fmt: skip
     info = generate.run(args)
     size = 64 if skip_stage_2 else 128
@@ -161,6 +162,10 @@ def test_image_at_frame_zero_is_kept_at_strength_one(tmp_path):
         (["--pipeline", "ic-lora", "--height", "128", "--width", "128"], "needs at least one reference video"),
         (["--skip-stage-2"], "skip_stage_2 \\(--skip-stage-2\\) belongs to the ic-lora flow"),
         (["--video-conditioning", "missing.mp4", "x"], "STRENGTH must be a number"),
+        (
+            ["--conditioning-attention-mask", "mask.mp4", "0.5"],
+            "mask \\(--conditioning-attention-mask\\) belong to the ic-lora",
+        ),
         (["--distilled-lora-strength-stage-2", "0.4"], "apply to --checkpoint-path runs"),
         (["--image", str(ROOT / "README.md"), "0", "1.0"], "README.md' cannot be read as an image"),
         (["--image", "missing.png", "0", "1.0", "high"], "CRF an integer"),

@@ -48,13 +48,14 @@ def test_one_stretched_step_is_refused():
 
 def torch_state(state):
     def tensor(x):
-        return torch.from_numpy(np.array(x, np.float32))
+        return None if x is None else torch.from_numpy(np.array(x, np.float32))
 
     return TorchLatentState(
         latent=tensor(state.latent),
         denoise_mask=tensor(state.denoise_mask),
         positions=tensor(state.positions),
         clean_latent=tensor(state.clean_latent),
+        attention_mask=tensor(state.attention_mask),
     )
 
 
@@ -65,6 +66,9 @@ def video_tools(shape=VIDEO_SHAPE):
 def assert_states_equal(ours, reference):
     for name in ("latent", "denoise_mask", "positions", "clean_latent"):
         np.testing.assert_array_equal(np.asarray(getattr(ours, name)), getattr(reference, name).numpy(), err_msg=name)
+    assert (ours.attention_mask is None) == (reference.attention_mask is None)
+    if ours.attention_mask is not None:
+        np.testing.assert_array_equal(np.asarray(ours.attention_mask), reference.attention_mask.numpy())
 
 
 def test_video_tokens_and_positions_equal_reference():
@@ -172,13 +176,60 @@ def test_reference_video_tokens_equal_reference(downscale_factor):
     frames, height, width = VIDEO_SHAPE.frames, VIDEO_SHAPE.height // downscale_factor, VIDEO_SHAPE.width
     reference_latent = np.random.default_rng(3).standard_normal((2, 4, frames, height, width)).astype(np.float32)
     state = patchifiers.initial_video_state(VIDEO_SHAPE, FPS)
-    ours = conditioning.condition_by_reference_latent(state, reference_latent, downscale_factor, 0.8, FPS)
+    ours = conditioning.condition_by_reference_latent(
+        state, reference_latent, downscale_factor, 0.8, FPS, VIDEO_SHAPE.token_count()
+    )
     item = VideoConditionByReferenceLatent(
         latent=torch.from_numpy(reference_latent), downscale_factor=downscale_factor, strength=0.8
     )
     reference = item.apply_to(torch_state(state), video_tools())
     assert_states_equal(ours, reference)
     assert reference.attention_mask is None
+
+
+def test_attention_strength_masks_equal_reference():
+    """An image keyframe, then two reference videos with attention-strength masks (a per-token mask, then a
+    scalar), then an unmasked reference: each step's state and (B, T, T) attention mask against ltx-core's."""
+    from ltx_core.conditioning.types.attention_strength_wrapper import (  # noqa: PLC0415
+        ConditioningItemAttentionStrengthWrapper,
+    )
+    from ltx_core.conditioning.types.reference_video_cond import VideoConditionByReferenceLatent  # noqa: PLC0415
+
+    rng = np.random.default_rng(4)
+    keyframe = rng.standard_normal((2, 4, 1, 2, 5)).astype(np.float32)
+    references = [rng.standard_normal((2, 4, 2, 1, 5)).astype(np.float32) for _ in range(3)]
+    per_token = rng.random((2, 10)).astype(np.float32)
+    ours = conditioning.condition_by_keyframe(patchifiers.initial_video_state(VIDEO_SHAPE, FPS), keyframe, 8, 1.0, FPS)
+    theirs = VideoConditionByKeyframeIndex(keyframes=torch.from_numpy(keyframe), frame_idx=8, strength=1.0).apply_to(
+        torch_state(patchifiers.initial_video_state(VIDEO_SHAPE, FPS)), video_tools()
+    )
+    for reference_latent, cross in zip(references, (per_token, 0.3, None), strict=True):
+
+        def ours_item(state, target, latent=reference_latent):
+            return conditioning.condition_by_reference_latent(state, latent, 2, 0.9, FPS, target.token_count())
+
+        item = VideoConditionByReferenceLatent(
+            latent=torch.from_numpy(reference_latent), downscale_factor=2, strength=0.9
+        )
+        if cross is not None:
+            ours_item = conditioning.with_attention_strength(ours_item, cross)
+            item = ConditioningItemAttentionStrengthWrapper(item, torch.as_tensor(cross))
+        ours, theirs = ours_item(ours, VIDEO_SHAPE), item.apply_to(theirs, video_tools())
+        assert_states_equal(ours, theirs)
+    assert ours.attention_mask.shape == (2, 30 + 10 + 3 * 10, 30 + 10 + 3 * 10)
+
+
+def test_mask_downsampling_equals_reference():
+    """A pixel mask over the reference video -> one weight per latent token (area, causal time groups)."""
+    from torchaudio_stand_in import torchaudio_stand_in  # noqa: PLC0415
+
+    with torchaudio_stand_in():
+        from ltx_pipelines.ic_lora import ICLoraPipeline  # noqa: PLC0415
+    mask = np.random.default_rng(6).random((1, 1, 17, 37, 50)).astype(np.float32)
+    target = VideoLatentShape(batch=1, channels=4, frames=3, height=3, width=4)
+    ours = conditioning.downsample_mask_to_latent(mask, target)
+    theirs = ICLoraPipeline._downsample_mask_to_latent(torch.from_numpy(mask), TorchVideoShape(*target)).numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -73,7 +73,10 @@ def noised_states(seed=0):
 
 def to_torch(state):
     return TorchLatentState(
-        **{f.name: torch.tensor(np.asarray(getattr(state, f.name))) for f in dataclasses.fields(state)}
+        **{
+            f.name: None if getattr(state, f.name) is None else torch.tensor(np.asarray(getattr(state, f.name)))
+            for f in dataclasses.fields(state)
+        }
     )
 
 

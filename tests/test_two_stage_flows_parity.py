@@ -62,6 +62,9 @@ REFERENCE = {  # flow -> the ltx-pipelines module and class, and its image-condi
 }
 # ic-lora: a reference video at strength 0.9, encoded at half the stage-1 size (the LoRA's downscale factor 2)
 REFERENCE_VIDEO, REFERENCE_STRENGTH, DOWNSCALE = "depth.mp4", 0.9, 2
+# and with an attention strength and a pixel mask over its frames: (1, 1, frames, H, W) in [0, 1]
+ATTENTION_STRENGTH = 0.7
+ATTENTION_MASK = np.random.default_rng(9).random((1, 1, 17, 24, 40)).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +107,7 @@ def upsample_nearest(latent):
     )  # fmt: skip
 
 
-def run_ltx_jax(flow, models, contexts, latents, monkeypatch, skip_stage_2=False):
+def run_ltx_jax(flow, models, contexts, latents, monkeypatch, skip_stage_2=False, masked=False):
     """ltx-jax's flow; returns its final latents and the noise arrays it drew, in order."""
     drawn = []
     original = stages.add_noise
@@ -127,6 +130,8 @@ def run_ltx_jax(flow, models, contexts, latents, monkeypatch, skip_stage_2=False
     request = Request(
         reference_videos=(VideoCondition(REFERENCE_VIDEO, REFERENCE_STRENGTH),) if ic_lora else (),
         skip_stage_2=skip_stage_2,
+        reference_attention_strength=ATTENTION_STRENGTH if masked else 1.0,
+        reference_attention_mask=ATTENTION_MASK if masked else None,
         prompt=PromptEmbeddings(contexts["video"], contexts["audio"]),
         negative=PromptEmbeddings(contexts["video_negative"], contexts["audio_negative"]),
         height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS, seed=SEED, num_inference_steps=STEPS,
@@ -138,7 +143,7 @@ def run_ltx_jax(flow, models, contexts, latents, monkeypatch, skip_stage_2=False
     return (np.asarray(video), np.asarray(audio)), drawn
 
 
-def run_reference(flow, models, contexts, latents, noise, monkeypatch, skip_stage_2=False):
+def run_reference(flow, models, contexts, latents, noise, monkeypatch, skip_stage_2=False, masked=False):
     """ltx-pipelines' `__call__` for `flow`, with the stand-ins of this module's docstring."""
     module_name, class_name, conditionings = REFERENCE[flow]
     with torchaudio_stand_in():
@@ -202,6 +207,11 @@ def run_reference(flow, models, contexts, latents, noise, monkeypatch, skip_stag
                  "frame_rate": FPS, "images": [ImageConditioningInput(*image) for image in IMAGES]}  # fmt: skip
     if ic_lora:
         arguments.update(video_conditioning=[(REFERENCE_VIDEO, REFERENCE_STRENGTH)], skip_stage_2=skip_stage_2)
+        if masked:
+            arguments.update(
+                conditioning_attention_strength=ATTENTION_STRENGTH,
+                conditioning_attention_mask=torch.from_numpy(ATTENTION_MASK),
+            )
     else:
         arguments.update(
             negative_prompt="negative", num_inference_steps=STEPS,
@@ -216,16 +226,16 @@ def run_reference(flow, models, contexts, latents, noise, monkeypatch, skip_stag
 
 
 @pytest.mark.parametrize(
-    ("flow", "skip_stage_2"),
-    [("two-stage", False), ("two-stage-hq", False), ("keyframe-interpolation", False), ("ic-lora", False),
-     ("ic-lora", True)],
+    ("flow", "skip_stage_2", "masked"),
+    [("two-stage", False, False), ("two-stage-hq", False, False), ("keyframe-interpolation", False, False),
+     ("ic-lora", False, False), ("ic-lora", True, True)],
 )  # fmt: skip
-def test_flow_equals_ltx_pipelines(flow, skip_stage_2, models, inputs, monkeypatch):
+def test_flow_equals_ltx_pipelines(flow, skip_stage_2, masked, models, inputs, monkeypatch):
     contexts, latents = inputs
-    ours, noise = run_ltx_jax(flow, models, contexts, latents, monkeypatch, skip_stage_2)
+    ours, noise = run_ltx_jax(flow, models, contexts, latents, monkeypatch, skip_stage_2, masked)
     # video and audio, each stage; res_2s also 4 per step (stage 1: STEPS, stage 2: 3)
     assert len(noise) == (2 if skip_stage_2 else 4) + (4 * (STEPS + 3) if flow == "two-stage-hq" else 0)
-    reference = run_reference(flow, models, contexts, latents, noise, monkeypatch, skip_stage_2)
+    reference = run_reference(flow, models, contexts, latents, noise, monkeypatch, skip_stage_2, masked)
     for name, mine, theirs in zip(("video", "audio"), ours, reference, strict=True):
         assert mine.shape == theirs.shape, name
         assert relative_error(mine, theirs) <= TOLERANCE, name

@@ -3,16 +3,21 @@ encoded reference video (IC-LoRA) is appended alongside the generated frames.
 
 Source: `ltx_core/conditioning/types/latent_cond.py::VideoConditionByLatentIndex`,
 `keyframe_cond.py::VideoConditionByKeyframeIndex` and `reference_video_cond.py::VideoConditionByReferenceLatent`
-(without an attention-strength wrapper, which needs no attention mask). Applied to the patchified
-state before noise, host-side.
+and `attention_strength_wrapper.py::ConditioningItemAttentionStrengthWrapper` with
+`mask_utils.py` (how much the generated tokens and a conditioning's tokens attend to each other).
+Applied to the patchified state before noise, host-side.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
 from ltx_jax.pipeline.patchifiers import patchify_video, video_positions
 from ltx_jax.pipeline.types import LatentState, VideoLatentShape
+
+Conditioning = Callable[[LatentState, VideoLatentShape], LatentState]
 
 
 def condition_by_latent_index(
@@ -43,6 +48,7 @@ def condition_by_keyframe(
 ) -> LatentState:
     """Appends `keyframes` `(B, C, F_k, H, W)` as extra tokens placed at pixel frame `frame_idx`."""
     _check_strength(strength)
+    _no_attention_mask(state, "A keyframe")
     shape = VideoLatentShape(*keyframes.shape)
     tokens = patchify_video(np.asarray(keyframes, np.asarray(state.latent).dtype))
     # Pixel-space bounds, shifted to frame_idx; the causal first-frame fix applies only at frame 0.
@@ -58,22 +64,114 @@ def condition_by_keyframe(
 
 
 def condition_by_reference_latent(
-    state: LatentState, reference: np.ndarray, downscale_factor: int, strength: float, fps: float
+    state: LatentState, reference: np.ndarray, downscale_factor: int, strength: float, fps: float, noisy_tokens: int
 ) -> LatentState:
     """Appends the reference video's latent `(B, C, F, H, W)` as tokens at the generated frames' times;
-    a reference encoded at 1/`downscale_factor` of the size has its pixel positions scaled back up."""
+    a reference encoded at 1/`downscale_factor` of the size has its pixel positions scaled back up.
+    An existing attention mask grows with full attention to and from the first `noisy_tokens`
+    (`with_attention_strength` sets other weights)."""
     _check_strength(strength)
     shape = VideoLatentShape(*reference.shape)
     tokens = patchify_video(np.asarray(reference, np.asarray(state.latent).dtype))
     positions = video_positions(shape, fps=fps, causal_fix=True)
     positions[:, 1:] *= np.float32(downscale_factor)
     mask = np.full((*tokens.shape[:2], 1), 1.0 - strength, np.float32)
+    attention = None
+    if state.attention_mask is not None:
+        attention = extended_attention_mask(state, 1.0, noisy_tokens, tokens.shape[1])
     return LatentState(
         latent=np.concatenate([np.asarray(state.latent), tokens], axis=1),
         denoise_mask=np.concatenate([np.asarray(state.denoise_mask), mask], axis=1),
         positions=np.concatenate([np.asarray(state.positions), positions], axis=2),
         clean_latent=np.concatenate([np.asarray(state.clean_latent), tokens], axis=1),
+        attention_mask=attention,
     )
+
+
+def with_attention_strength(condition: Conditioning, cross: float | np.ndarray) -> Conditioning:
+    """`condition`, whose appended tokens and the generated tokens attend to each other with weight
+    `cross` (a scalar, or one weight per new token `(M,)` / `(B|1, M)`); tokens appended by earlier
+    conditionings and these ignore each other. Builds the state's `(B, T, T)` attention mask."""
+
+    def apply(state: LatentState, target: VideoLatentShape) -> LatentState:
+        conditioned = condition(state, target)
+        new_tokens = conditioned.latent.shape[1] - state.latent.shape[1]
+        if new_tokens == 0:
+            return conditioned
+        mask = extended_attention_mask(state, cross, target.token_count(), new_tokens)
+        return conditioned.replace(attention_mask=mask)
+
+    return apply
+
+
+def extended_attention_mask(
+    state: LatentState, cross: float | np.ndarray, noisy_tokens: int, new_tokens: int
+) -> np.ndarray:
+    """`build_attention_mask`: the state's mask (or all ones) grown by `new_tokens` that attend among
+    themselves, to and from the first `noisy_tokens` with weight `cross`, and not to earlier additions."""
+    batch, existing = state.latent.shape[:2]
+    dtype = np.asarray(state.latent).dtype
+    cross = _cross_weights(cross, new_tokens, batch).astype(dtype)
+    mask = np.zeros((batch, existing + new_tokens, existing + new_tokens), dtype)
+    mask[:, :existing, :existing] = 1.0 if state.attention_mask is None else np.asarray(state.attention_mask)
+    mask[:, existing:, existing:] = 1.0
+    mask[:, :noisy_tokens, existing:] = cross[:, None, :]
+    mask[:, existing:, :noisy_tokens] = cross[:, :, None]
+    return mask
+
+
+def _cross_weights(cross: float | np.ndarray, new_tokens: int, batch: int) -> np.ndarray:
+    """`resolve_cross_mask`: a scalar, `(M,)` or `(B|1, M)` weights as `(B, M)`."""
+    weights = np.asarray(cross, np.float32)
+    if weights.ndim == 0:
+        return np.full((batch, new_tokens), weights, np.float32)
+    if (
+        weights.ndim > 2
+        or weights.shape[-1] != new_tokens
+        or (weights.ndim == 2 and weights.shape[0] not in (1, batch))
+    ):
+        raise ValueError(
+            f"An attention-strength mask must be a scalar, ({new_tokens},) or ({batch} or 1, {new_tokens}) "
+            f"for these {new_tokens} tokens; got shape {weights.shape}."
+        )
+    return np.broadcast_to(weights.reshape(-1, new_tokens), (batch, new_tokens))
+
+
+def downsample_mask_to_latent(mask: np.ndarray, latent: VideoLatentShape) -> np.ndarray:
+    """`ICLoraPipeline._downsample_mask_to_latent`: a pixel mask `(B, 1, F, H, W)` -> one weight per
+    latent token `(B, F' * H' * W')`: area-averaged per frame, the first frame kept, the others
+    averaged in groups of `(F - 1) / (F' - 1)` (the VAE's causal time compression)."""
+    batch, _, frames = mask.shape[:3]
+    pooled = _area_resize(np.asarray(mask, np.float32)[:, 0], latent.height, latent.width)  # (B, F, H', W')
+    first = pooled[:, :1]
+    if frames > 1 and latent.frames > 1:
+        if (frames - 1) % (latent.frames - 1):
+            raise ValueError(
+                f"The attention mask's {frames} frames do not match the reference's {latent.frames} latent frames: "
+                "give the mask video as many frames as the reference video."
+            )
+        group = (frames - 1) // (latent.frames - 1)
+        rest = pooled[:, 1:].reshape(batch, latent.frames - 1, group, latent.height, latent.width).mean(axis=2)
+        first = np.concatenate([first, rest], axis=1)
+    return first.reshape(batch, -1)
+
+
+def _area_resize(frames: np.ndarray, height: int, width: int) -> np.ndarray:
+    """torch's `interpolate(mode="area")` (adaptive average pooling) over the last two axes."""
+
+    def bounds(size: int, out: int) -> list[tuple[int, int]]:
+        return [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
+
+    rows = np.stack([frames[..., a:b, :].mean(axis=-2) for a, b in bounds(frames.shape[-2], height)], axis=-2)
+    return np.stack([rows[..., a:b].mean(axis=-1) for a, b in bounds(frames.shape[-1], width)], axis=-1)
+
+
+def _no_attention_mask(state: LatentState, item: str) -> None:
+    if state.attention_mask is not None:
+        raise ValueError(
+            f"{item} cannot follow a conditioning with an attention mask (the mask would not cover its tokens); "
+            "apply the masked conditionings last."
+        )
 
 
 def _check_strength(strength: float) -> None:

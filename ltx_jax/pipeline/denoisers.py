@@ -113,6 +113,7 @@ class GuidedDenoiser:
             # context would meet bf16 queries in cross-attention)
             context=jnp.concatenate([jnp.asarray(c) for c in contexts], axis=0).astype(state.latent.dtype),
             enabled=on,
+            attention_mask=None if state.attention_mask is None else repeat(state.attention_mask),
         )
 
     def _batched_forward(
@@ -148,6 +149,7 @@ def _slice_modality(modality: Modality | None, part: slice) -> Modality | None:
         timesteps=modality.timesteps[part],
         positions=modality.positions[part],
         context=modality.context[part],
+        attention_mask=None if modality.attention_mask is None else modality.attention_mask[part],
     )
 
 

@@ -34,6 +34,7 @@ from ltx_jax.pipeline.pipelines import Flow, ImageCondition, Request, VideoCondi
 from ltx_jax.pipeline.prompts import prompt_contexts
 from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
+from ltx_jax.pipeline.video_files import load_mask_video
 
 PathLike = str | os.PathLike
 
@@ -247,6 +248,8 @@ class LTXPipeline:
         guidance: Guidance | None = None,
         reference_videos: Sequence[VideoCondition] = (),
         skip_stage_2: bool = False,
+        reference_attention_strength: float = 1.0,
+        attention_mask_video: str | os.PathLike | None = None,
     ) -> GeneratedVideo:
         """Generates one video; None takes `self.defaults` (see `GenerationSettings` for each argument).
 
@@ -255,7 +258,7 @@ class LTXPipeline:
         """
         settings = GenerationSettings(
             height, width, num_frames, frame_rate, num_inference_steps, seed, tuple(images), guidance,
-            tuple(reference_videos), skip_stage_2,
+            tuple(reference_videos), skip_stage_2, reference_attention_strength, attention_mask_video,
         )  # fmt: skip
         return self.generate(prompt, settings, negative_prompt=negative_prompt)
 
@@ -286,6 +289,12 @@ class LTXPipeline:
             max_batch_size=self.runtime.max_batch_size,
             reference_videos=settings.reference_videos,
             skip_stage_2=settings.skip_stage_2,
+            reference_attention_strength=settings.reference_attention_strength,
+            reference_attention_mask=None
+            if settings.attention_mask_video is None
+            else load_mask_video(  # at stage 1's size, as the reference's command line loads it
+                settings.attention_mask_video, settings.height // 2, settings.width // 2, settings.num_frames
+            ),
         )
         for forward in self._timed:
             forward.seconds.clear()

@@ -36,6 +36,8 @@ from ltx_jax.pipeline.conditioning import (
     condition_by_keyframe,
     condition_by_latent_index,
     condition_by_reference_latent,
+    downsample_mask_to_latent,
+    with_attention_strength,
 )
 from ltx_jax.pipeline.denoisers import Forward
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
@@ -48,7 +50,7 @@ from ltx_jax.pipeline.stages import (
     Sampler,
     denoise_audio_video,
 )
-from ltx_jax.pipeline.types import VideoPixelShape
+from ltx_jax.pipeline.types import LatentState, VideoLatentShape, VideoPixelShape
 
 Flow = Literal["one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation", "ic-lora"]
 FLOWS: tuple[Flow, ...] = ("one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation", "ic-lora")
@@ -110,7 +112,10 @@ class Components:
 @dataclasses.dataclass(frozen=True)
 class Request:
     """One generation. Frames 8k+1; height/width multiples of 32 (64 for the two-stage flows).
-    `negative` is the negative prompt's embeddings, needed when a cfg scale of `guidance` is not 1."""
+    `negative` is the negative prompt's embeddings, needed when a cfg scale of `guidance` is not 1.
+    ic-lora: `reference_videos`, `skip_stage_2`, and how much the generated tokens and the references'
+    attend to each other: `reference_attention_strength`, times a pixel mask `(1, 1, F, H, W)` in
+    [0, 1] over the reference video (`reference_attention_mask`) when given."""
 
     prompt: PromptEmbeddings
     height: int
@@ -125,6 +130,8 @@ class Request:
     max_batch_size: int | None = None
     reference_videos: tuple[VideoCondition, ...] = ()
     skip_stage_2: bool = False
+    reference_attention_strength: float = 1.0
+    reference_attention_mask: np.ndarray | None = None
 
 
 def check_flow(flow: str) -> None:
@@ -185,12 +192,31 @@ def check_reference_videos(videos: Sequence[VideoCondition], skip_stage_2: bool,
             raise ValueError(f"reference_videos: strength={video.strength} must lie in [0, 1] (1 keeps it exactly).")
 
 
+def check_reference_attention(strength: float, mask: np.ndarray | None, flow: Flow) -> None:
+    """ic-lora's attention strength in [0, 1] and its optional pixel mask `(1, 1, F, H, W)` in [0, 1]."""
+    if flow != "ic-lora" and (strength != 1.0 or mask is not None):
+        raise ValueError(
+            f"The reference attention strength and mask (--conditioning-attention-mask) belong to the ic-lora flow; "
+            f"the {flow} flow does not use them."
+        )
+    if not 0.0 <= strength <= 1.0:
+        raise ValueError(f"reference_attention_strength={strength} must lie in [0, 1] (1: full attention).")
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.ndim != 5 or mask.shape[:2] != (1, 1) or not np.all((mask >= 0) & (mask <= 1)):
+            raise ValueError(
+                "reference_attention_mask must be a (1, 1, F, H, W) array of weights in [0, 1]; "
+                f"got shape {mask.shape} and values in [{mask.min()}, {mask.max()}]."
+            )
+
+
 def validate(request: Request, flow: Flow) -> None:
     """Raises before any device work, naming the argument and the fix."""
     check_flow(flow)
     check_sizes(request.height, request.width, request.num_frames, request.frame_rate, flow)
     check_images(request.images, request.num_frames)
     check_reference_videos(request.reference_videos, request.skip_stage_2, flow)
+    check_reference_attention(request.reference_attention_strength, request.reference_attention_mask, flow)
     if flow not in UNGUIDED_FLOWS and request.guidance.needs_negative_prompt() and request.negative is None:
         raise ValueError(
             "A cfg scale != 1 needs the negative prompt's embeddings (Request.negative); pass them, or set both "
@@ -282,7 +308,7 @@ def _stage(
         negative=request.negative,
         conditionings=[
             *_image_conditionings(components, request.images, shape, keyframes_only),
-            *_reference_conditionings(components, references, shape),
+            *_reference_conditionings(components, references, shape, request),
         ],
         initial_video_latent=None if initial[0] is None else np.asarray(initial[0]),
         initial_audio_latent=None if initial[1] is None else np.asarray(initial[1]),
@@ -320,9 +346,10 @@ def _image_conditionings(
 
 
 def _reference_conditionings(
-    components: Components, videos: Sequence[VideoCondition], shape: VideoPixelShape
+    components: Components, videos: Sequence[VideoCondition], shape: VideoPixelShape, request: Request
 ) -> list[Conditioning]:
-    """IC-LoRA's reference videos, encoded at 1/`reference_downscale_factor` of the stage's size."""
+    """IC-LoRA's reference videos, encoded at 1/`reference_downscale_factor` of the stage's size, with
+    the request's attention strength (`ICLoraPipeline._create_conditionings`)."""
     if not videos:
         return []
     if components.encode_video is None:
@@ -338,9 +365,20 @@ def _reference_conditionings(
         latent = np.asarray(
             components.encode_video(video.video, shape.height // scale, shape.width // scale, shape.frames)
         )
-        conditionings.append(
-            lambda state, _, latent=latent, s=video.strength: condition_by_reference_latent(
-                state, latent, scale, s, shape.fps
-            )
+        condition = functools.partial(
+            _append_reference, latent=latent, scale=scale, strength=video.strength, fps=shape.fps
         )
+        strength, mask = request.reference_attention_strength, request.reference_attention_mask
+        if mask is not None:
+            cross = downsample_mask_to_latent(mask, VideoLatentShape(*latent.shape)) * np.float32(strength)
+            condition = with_attention_strength(condition, cross)
+        elif strength < 1.0:
+            condition = with_attention_strength(condition, strength)
+        conditionings.append(condition)
     return conditionings
+
+
+def _append_reference(
+    state: LatentState, target: VideoLatentShape, *, latent: np.ndarray, scale: int, strength: float, fps: float
+) -> LatentState:
+    return condition_by_reference_latent(state, latent, scale, strength, fps, target.token_count())

@@ -21,6 +21,7 @@ from ltx_jax.pipeline.pipelines import (
     VideoCondition,
     check_flow,
     check_images,
+    check_reference_attention,
     check_reference_videos,
     check_sizes,
 )
@@ -118,6 +119,9 @@ class GenerationSettings:
             and ic-lora flows run without.
         reference_videos: the ic-lora flow's reference videos (`VideoCondition(path, strength)`).
         skip_stage_2: the ic-lora flow only: decode stage 1's half-size result.
+        reference_attention_strength: ic-lora: how much generated and reference tokens attend to each
+            other (1: fully), times `attention_mask_video` (a grayscale video over the reference's
+            frames, white = 1) where given.
     """
 
     height: int | None = None
@@ -130,6 +134,8 @@ class GenerationSettings:
     guidance: Guidance | None = None
     reference_videos: tuple[VideoCondition, ...] = ()
     skip_stage_2: bool = False
+    reference_attention_strength: float = 1.0
+    attention_mask_video: str | os.PathLike | None = None
 
     def resolve(self, defaults: GenerationDefaults, flow: Flow) -> GenerationSettings:
         """Every None replaced by its default, checked for `flow`. Raises `ValueError`/`TypeError`
@@ -148,6 +154,8 @@ class GenerationSettings:
             guidance=Guidance() if distilled else _or(self.guidance, defaults.guidance),
             reference_videos=tuple(self.reference_videos),
             skip_stage_2=self.skip_stage_2,
+            reference_attention_strength=self.reference_attention_strength,
+            attention_mask_video=self.attention_mask_video,
         )
         if distilled:
             resolved = dataclasses.replace(resolved, num_inference_steps=len(DISTILLED_SIGMA_VALUES) - 1)
@@ -172,9 +180,18 @@ class GenerationSettings:
                 raise FileNotFoundError(f"images: the conditioning image {os.fspath(image.image)!r} does not exist.")
             check_image_readable(image.image)
         check_reference_videos(self.reference_videos, self.skip_stage_2, flow)
-        for video in self.reference_videos:
-            if not os.path.isfile(video.video):
-                raise FileNotFoundError(f"reference_videos: {os.fspath(video.video)!r} does not exist.")
+        check_reference_attention(self.reference_attention_strength, None, flow)
+        if self.attention_mask_video is not None and flow != "ic-lora":
+            raise ValueError(
+                f"attention_mask_video (--conditioning-attention-mask) belongs to the ic-lora flow; the {flow} flow "
+                "does not use it."
+            )
+        named = [("reference_videos", video.video) for video in self.reference_videos]
+        if self.attention_mask_video is not None:
+            named.append(("attention_mask_video", self.attention_mask_video))
+        for name, path in named:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"{name}: {os.fspath(path)!r} does not exist.")
 
 
 _DEFAULTED = ("height", "width", "num_frames", "frame_rate", "num_inference_steps", "seed")

@@ -8,7 +8,7 @@ split into two keys, so a generation is reproducible on any mesh and in any proc
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 import jax
@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ltx_jax.pipeline import patchifiers
+from ltx_jax.pipeline.conditioning import Conditioning
 from ltx_jax.pipeline.denoisers import Forward, GuidedDenoiser
 from ltx_jax.pipeline.diffusion_steps import add_noise
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
@@ -23,7 +24,6 @@ from ltx_jax.pipeline.res2s import res2s_denoising_loop
 from ltx_jax.pipeline.samplers import euler_denoising_loop
 from ltx_jax.pipeline.types import AudioLatentShape, LatentState, VideoLatentShape, VideoPixelShape
 
-Conditioning = Callable[[LatentState, VideoLatentShape], LatentState]
 Sampler = Literal["euler", "res2s"]
 
 

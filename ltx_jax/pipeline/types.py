@@ -102,17 +102,20 @@ class LatentState:
         denoise_mask: `(B, T, 1)` float32; 1 = generate, 0 = keep `clean_latent` (conditioning).
         positions: `(B, 3, T, 2)` video or `(B, 1, T, 2)` audio `[start, end)` bounds.
         clean_latent: `(B, T, C)` conditioning values where `denoise_mask` < 1.
+        attention_mask: `(B, T, T)` self-attention weights in [0, 1] (IC-LoRA's attention strength),
+            None: every token attends to every token.
     """
 
     latent: jax.Array
     denoise_mask: jax.Array
     positions: jax.Array
     clean_latent: jax.Array
+    attention_mask: jax.Array | None = None
 
     def replace(self, **changes: jax.Array) -> LatentState:
         return dataclasses.replace(self, **changes)
 
 
 jax.tree_util.register_dataclass(
-    LatentState, data_fields=["latent", "denoise_mask", "positions", "clean_latent"], meta_fields=[]
+    LatentState, data_fields=["latent", "denoise_mask", "positions", "clean_latent", "attention_mask"], meta_fields=[]
 )

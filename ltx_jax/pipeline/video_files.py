@@ -47,3 +47,10 @@ def load_video_conditioning(path: str | os.PathLike, height: int, width: int, fr
         )
     resized = np.stack([resize_and_center_crop(frame, height, width) for frame in frames])
     return (np.moveaxis(resized, -1, 0) / np.float32(127.5) - np.float32(1.0))[None]
+
+
+def load_mask_video(path: str | os.PathLike, height: int, width: int, frame_cap: int) -> np.ndarray:
+    """ic-lora's attention mask: a grayscale video as `(1, 1, F, height, width)` weights in [0, 1]
+    (`ic_lora._load_mask_video`: the frames' channel mean mapped from [-1, 1]; float32 here, bf16 there)."""
+    frames = load_video_conditioning(path, height, width, frame_cap)
+    return np.clip((frames.mean(axis=1, keepdims=True) + np.float32(1.0)) / np.float32(2.0), 0.0, 1.0)
