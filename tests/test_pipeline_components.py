@@ -310,3 +310,18 @@ def test_reference_downscale_factor_from_the_lora_metadata(tmp_path):
     assert reference_downscale_factor((plain, half)) == 2
     with pytest.raises(ValueError, match="reference_downscale_factor values differ"):
         reference_downscale_factor((half, third))
+
+
+def test_res2s_rounds_its_float64_latents_as_torch_does():
+    """res_2s keeps its arithmetic in float64 and hands the DiT bf16 states, rounded as torch's
+    `.to(torch.bfloat16)` rounds float64: through float32 (1 + 2^-8 + 1e-12 becomes 1, not 1 + 2^-7)."""
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    from ltx_jax.pipeline import res2s  # noqa: PLC0415
+
+    x = np.array([[[1.00390625 + 1e-12, 1.0 + 2**-9, -3.1415926535]]])
+    state = patchifiers.LatentState(*(jnp.zeros((1, 1, 3), jnp.bfloat16) for _ in range(4)))
+    (ours,) = res2s._with_latents([state], [x])
+    np.testing.assert_array_equal(
+        np.asarray(ours.latent, np.float32), torch.from_numpy(x).to(torch.bfloat16).float().numpy()
+    )

@@ -158,7 +158,8 @@ def _with_sde_noise(
 
 
 def _with_latents(states: list, latents: list) -> list:
-    """The states with these float64 latents, rounded to each state's dtype."""
+    """The states with these float64 latents in each state's dtype, rounded through float32 as torch's
+    `.to(torch.bfloat16)` rounds a float64 tensor."""
     return [
         None if s is None else s.replace(latent=jnp.asarray(x).astype(s.latent.dtype))
         for s, x in zip(states, latents, strict=True)
