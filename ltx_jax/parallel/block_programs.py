@@ -64,7 +64,8 @@ def join_streams(xs: tuple, rest: tuple) -> Streams:
 
 @dataclasses.dataclass(frozen=True)
 class Block:
-    """One transformer block as the programs see it: its module structure, parameters and their specs."""
+    """A part of the model as the programs see it (a transformer block, or what is outside them): its
+    module structure, parameters and their PartitionSpecs."""
 
     graphdef: nnx.GraphDef
     state: nnx.State

@@ -4,8 +4,8 @@ Source: ltx-core's `multigpu/transformer/sequence_parallel.py` (pad, tile, atten
 gather). Differences: jitted `shard_map`s over the forward (one per distinct block, `block_programs`)
 instead of one process per GPU; padded video keys are also masked in video-to-audio attention;
 without a caller mask the padding is a key length, never a dense mask; the caller's model is not
-modified (this object places a copy of its parameters on the mesh); besides ltx-core's Ulysses, the strategies of
-`ltx_jax.parallel.strategies` (all-gather-KV, ring, Ulysses x ring).
+modified (this object places a copy of its parameters on the mesh); besides ltx-core's Ulysses,
+the strategies of `ltx_jax.parallel.strategies` (all-gather-KV, ring, Ulysses x ring).
 """
 
 from __future__ import annotations
@@ -250,24 +250,27 @@ class SequenceParallel:
         return counts
 
     @functools.cached_property
-    def _parts(self) -> tuple[nnx.GraphDef, nnx.State, list[Block]]:
-        """This object's model split once into what is outside the blocks and the blocks themselves."""
+    def _parts(self) -> tuple[Block, list[Block]]:
+        """This object's model split once into what is outside the blocks and the blocks themselves,
+        each with its parameters' PartitionSpecs."""
+
+        def part(module: nnx.Module) -> Block:
+            graphdef, state = nnx.split(module)
+            return Block(graphdef, state, jax.tree.map(lambda x: spec_of(x, self.axes), state))
+
         model = nnx.merge(self._graphdef, self._state)
-        blocks = []
-        for block in model.transformer_blocks:
-            graphdef, state = nnx.split(block)
-            blocks.append(Block(graphdef, state, jax.tree.map(lambda x: spec_of(x, self.axes), state)))
+        blocks = [part(block) for block in model.transformer_blocks]
         model.transformer_blocks = nnx.List([])
-        return *nnx.split(model), blocks
+        return part(model), blocks
 
     def _build_programs(self, tokens: int, video: Modality, audio: Modality | None) -> BlockPrograms:
         """The prepare / block / finish programs for `tokens` video tokens padded to `video`'s count."""
-        outer_graphdef, outer_state, blocks = self._parts
+        outer, blocks = self._parts
 
         def outer_model(state: nnx.State) -> LTXModel:
             if self.shard_weights:
                 state = gather_state(state, self._outer_specs, self.axes)
-            return nnx.merge(outer_graphdef, state)
+            return nnx.merge(outer.graphdef, state)
 
         def finish(state: nnx.State, streams: tuple[TransformerArgs | None, ...]) -> tuple:
             vx, ax = outer_model(state).outputs(*streams)
@@ -276,8 +279,8 @@ class SequenceParallel:
         return BlockPrograms(
             self.mesh,
             self.axes,
-            outer_state=outer_state,
-            outer_specs=jax.tree.map(lambda x: spec_of(x, self.axes), outer_state),
+            outer_state=outer.state,
+            outer_specs=outer.specs,
             blocks=blocks,
             attention_ops=self._sequence_attention_ops(tokens, video.latent.shape[1]),
             prepare=lambda state, video, audio: outer_model(state).prepare_streams(video, audio),

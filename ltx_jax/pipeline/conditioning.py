@@ -54,13 +54,7 @@ def condition_by_keyframe(
     # Pixel-space bounds, shifted to frame_idx; the causal first-frame fix applies only at frame 0.
     positions = video_positions(shape, fps=1.0, causal_fix=frame_idx == 0)
     positions[:, 0] = (positions[:, 0] + frame_idx) / np.float32(fps)
-    mask = np.full((*tokens.shape[:2], 1), 1.0 - strength, np.float32)
-    return LatentState(
-        latent=np.concatenate([np.asarray(state.latent), tokens], axis=1),
-        denoise_mask=np.concatenate([np.asarray(state.denoise_mask), mask], axis=1),
-        positions=np.concatenate([np.asarray(state.positions), positions], axis=2),
-        clean_latent=np.concatenate([np.asarray(state.clean_latent), tokens], axis=1),
-    )
+    return _appended(state, tokens, positions, strength)
 
 
 def condition_by_reference_latent(
@@ -75,10 +69,17 @@ def condition_by_reference_latent(
     tokens = patchify_video(np.asarray(reference, np.asarray(state.latent).dtype))
     positions = video_positions(shape, fps=fps, causal_fix=True)
     positions[:, 1:] *= np.float32(downscale_factor)
-    mask = np.full((*tokens.shape[:2], 1), 1.0 - strength, np.float32)
     attention = None
     if state.attention_mask is not None:
         attention = extended_attention_mask(state, 1.0, noisy_tokens, tokens.shape[1])
+    return _appended(state, tokens, positions, strength, attention)
+
+
+def _appended(
+    state: LatentState, tokens: np.ndarray, positions: np.ndarray, strength: float, attention: np.ndarray | None = None
+) -> LatentState:
+    """`state` with conditioning `tokens` at `positions` appended, kept at `strength` (clean = tokens)."""
+    mask = np.full((*tokens.shape[:2], 1), 1.0 - strength, np.float32)
     return LatentState(
         latent=np.concatenate([np.asarray(state.latent), tokens], axis=1),
         denoise_mask=np.concatenate([np.asarray(state.denoise_mask), mask], axis=1),
@@ -94,7 +95,8 @@ def with_attention_strength(condition: Conditioning, cross: float | np.ndarray) 
     conditionings and these ignore each other. Builds the state's `(B, T, T)` attention mask."""
 
     def apply(state: LatentState, target: VideoLatentShape) -> LatentState:
-        conditioned = condition(state, target)
+        # The inner item sees no mask: the one it would grow is replaced right after (it can be (T, T)).
+        conditioned = condition(state.replace(attention_mask=None), target)
         new_tokens = conditioned.latent.shape[1] - state.latent.shape[1]
         if new_tokens == 0:
             return conditioned

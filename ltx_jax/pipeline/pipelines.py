@@ -192,15 +192,19 @@ def check_reference_videos(videos: Sequence[VideoCondition], skip_stage_2: bool,
             raise ValueError(f"reference_videos: strength={video.strength} must lie in [0, 1] (1 keeps it exactly).")
 
 
-def check_reference_attention(strength: float, mask: np.ndarray | None, flow: Flow) -> None:
-    """ic-lora's attention strength in [0, 1] and its optional pixel mask `(1, 1, F, H, W)` in [0, 1]."""
-    if flow != "ic-lora" and (strength != 1.0 or mask is not None):
+def check_reference_attention(strength: float, masked: bool, flow: Flow) -> None:
+    """ic-lora's attention strength in [0, 1]; it and a mask (`masked`) belong to the ic-lora flow only."""
+    if flow != "ic-lora" and (strength != 1.0 or masked):
         raise ValueError(
             f"The reference attention strength and mask (--conditioning-attention-mask) belong to the ic-lora flow; "
             f"the {flow} flow does not use them."
         )
     if not 0.0 <= strength <= 1.0:
         raise ValueError(f"reference_attention_strength={strength} must lie in [0, 1] (1: full attention).")
+
+
+def check_attention_mask(mask: np.ndarray | None) -> None:
+    """ic-lora's optional pixel mask: `(1, 1, F, H, W)` weights in [0, 1]."""
     if mask is not None:
         mask = np.asarray(mask)
         if mask.ndim != 5 or mask.shape[:2] != (1, 1) or not np.all((mask >= 0) & (mask <= 1)):
@@ -216,7 +220,8 @@ def validate(request: Request, flow: Flow) -> None:
     check_sizes(request.height, request.width, request.num_frames, request.frame_rate, flow)
     check_images(request.images, request.num_frames)
     check_reference_videos(request.reference_videos, request.skip_stage_2, flow)
-    check_reference_attention(request.reference_attention_strength, request.reference_attention_mask, flow)
+    check_reference_attention(request.reference_attention_strength, request.reference_attention_mask is not None, flow)
+    check_attention_mask(request.reference_attention_mask)
     if flow not in UNGUIDED_FLOWS and request.guidance.needs_negative_prompt() and request.negative is None:
         raise ValueError(
             "A cfg scale != 1 needs the negative prompt's embeddings (Request.negative); pass them, or set both "
@@ -360,6 +365,7 @@ def _reference_conditionings(
             f"The stage's size {shape.height}x{shape.width} must be divisible by the IC-LoRA's "
             f"reference_downscale_factor ({scale}); choose a height and width that are."
         )
+    strength, mask = request.reference_attention_strength, request.reference_attention_mask
     conditionings: list[Conditioning] = []
     for video in videos:
         latent = np.asarray(
@@ -368,7 +374,6 @@ def _reference_conditionings(
         condition = functools.partial(
             _append_reference, latent=latent, scale=scale, strength=video.strength, fps=shape.fps
         )
-        strength, mask = request.reference_attention_strength, request.reference_attention_mask
         if mask is not None:
             cross = downsample_mask_to_latent(mask, VideoLatentShape(*latent.shape)) * np.float32(strength)
             condition = with_attention_strength(condition, cross)

@@ -180,12 +180,7 @@ class GenerationSettings:
                 raise FileNotFoundError(f"images: the conditioning image {os.fspath(image.image)!r} does not exist.")
             check_image_readable(image.image)
         check_reference_videos(self.reference_videos, self.skip_stage_2, flow)
-        check_reference_attention(self.reference_attention_strength, None, flow)
-        if self.attention_mask_video is not None and flow != "ic-lora":
-            raise ValueError(
-                f"attention_mask_video (--conditioning-attention-mask) belongs to the ic-lora flow; the {flow} flow "
-                "does not use it."
-            )
+        check_reference_attention(self.reference_attention_strength, self.attention_mask_video is not None, flow)
         named = [("reference_videos", video.video) for video in self.reference_videos]
         if self.attention_mask_video is not None:
             named.append(("attention_mask_video", self.attention_mask_video))
