@@ -80,7 +80,8 @@ def generate_command(flow: str, files: dict, args: argparse.Namespace, out: Path
     return [sys.executable, str(ROOT / "scripts" / "generate.py"), "--mesh", "1", "--pipeline", flow,
             "--checkpoint-path", files["checkpoint"], *lora, "--gemma-root", files["gemma_root"],
             "--spatial-upsampler-path", files["spatial_upsampler"], *size_flags(args), "--prompt", args.prompt,
-            "--compile-cache-dir", str(args.cache_dir), "--output-path", str(out)]  # fmt: skip
+            "--compile-cache-dir", str(args.cache_dir), "--quantization", args.quantization,
+            "--output-path", str(out)]  # fmt: skip
 
 
 def size_flags(args: argparse.Namespace) -> list[str]:
@@ -128,6 +129,7 @@ def main() -> None:
         "--runs", nargs="+", choices=["reference", "cold", "warm"], default=["reference", "cold", "warm"]
     )
     parser.add_argument("--cache-dir", type=Path, default=Path("/tmp/ltx_jax_bench_cache"))
+    parser.add_argument("--quantization", default="none", help="generate.py's --quantization (none, fp8-cast)")
     parser.add_argument("--out-dir", type=Path, default=Path(os.environ.get("OUT", "/tmp")))
     args = parser.parse_args()
     files = json.loads(Path(args.manifest).read_text())
@@ -141,6 +143,8 @@ def main() -> None:
         rows = [tuple(line[6:].split(": ", 1)) for line in stdout.splitlines() if line.startswith("PHASE ")]
         rows = rows if name == "reference" else generate_phases(stdout)
         label = "ltx-pipelines 1.0.0" if name == "reference" else f"ltx-jax generate.py, {name} compilation cache"
+        if name != "reference" and args.quantization != "none":
+            label += f", --quantization {args.quantization}"
         print(f"\n{args.flow} {args.width}x{args.height}x{args.num_frames}: {label}, process wall {seconds:.1f} s")
         for phase, value in rows:
             print(f"  {phase:<44} {value}")

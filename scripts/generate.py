@@ -24,9 +24,10 @@ from device_setup import simulate_cpu_devices_if_needed
 
 # Imported before JAX's backends start: none of these modules touches a device at import.
 from ltx_jax.convert.dit_tensors import PARAM_DTYPES, Lora
+from ltx_jax.model.quantization import QUANTIZATIONS
 from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy
-from ltx_jax.pipeline import FLOWS, GenerationSettings, Guidance, ImageCondition, VideoCondition
+from ltx_jax.pipeline import FLOWS, GenerationSettings, Guidance, ImageCondition, RetakeSpan, VideoCondition
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
 from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS, checkpoint_defaults, reference_guidance
 from ltx_jax.user_cache import cache_dir
@@ -43,6 +44,7 @@ GUIDANCE_FLAGS = {  # MultiModalGuiderParams field -> (flag suffix, help)
 CROSS_MODALITY = {"video": "a2v", "audio": "v2a"}  # the modality-guidance flag of each stream
 CHECKPOINT_ONLY = ("gemma_root", "prompt_cache_dir", "spatial_upsampler_path", "distilled_lora", "lora")
 CHECKPOINT_ONLY += ("shard_weights", "dtype", "distilled_lora_strength_stage_1", "distilled_lora_strength_stage_2")
+CHECKPOINT_ONLY += ("quantization",)
 
 
 def guidance_flags(parser: argparse.ArgumentParser, modality: str) -> None:
@@ -96,6 +98,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--output-path", type=Path, default=Path("output.mp4"), help="mp4 to write (default output.mp4)")
     run.add_argument("--save-latents", type=Path, help="also write the final video/audio latents to this .npz")
     run.add_argument("--dtype", choices=list(PARAM_DTYPES), help="weights with --checkpoint-path (default bfloat16)")
+    run.add_argument(
+        "--quantization", choices=QUANTIZATIONS, help="with --checkpoint-path: fp8-cast keeps the DiT blocks' linear "
+        "weights in fp8 (half their memory), upcast in the matmuls (default none)",
+    )  # fmt: skip
     run.add_argument(
         "--compile-cache-dir",
         default=str(cache_dir() / "jax_compilation"),
@@ -152,6 +158,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--conditioning-attention-mask", nargs=2, metavar=("MASK_PATH", "STRENGTH"),
         help="ic-lora: a grayscale video over the reference's frames (white = full attention) and a strength",
     )  # fmt: skip
+    gen.add_argument("--video-path", help="retake: the source video whose --start-time..--end-time is generated again")
+    gen.add_argument("--start-time", type=float, help="retake: seconds where the regenerated span starts")
+    gen.add_argument("--end-time", type=float, help="retake: seconds where it ends (the rest is kept)")
+    gen.add_argument("--audio-path", help="a2vid: the audio (wav, mp3, m4a, a video's track) to make a video for")
+    gen.add_argument("--audio-start-time", type=float, default=0.0, help="a2vid: seconds into --audio-path (default 0)")
+    gen.add_argument("--audio-max-duration", type=float, help="a2vid: seconds of audio (default: the video's length)")
     guidance_flags(parser, "video")
     guidance_flags(parser, "audio")
     return parser.parse_args(argv)
@@ -216,6 +228,20 @@ def attention_mask_of(args: argparse.Namespace) -> tuple[float, str | None]:
         raise ValueError(f"--conditioning-attention-mask {path} {strength}: STRENGTH must be a number.") from None
 
 
+def retake_of(args: argparse.Namespace) -> RetakeSpan | None:
+    """--video-path, --start-time and --end-time: all three, with --pipeline retake only."""
+    given = {flag: value for flag, value in (("--video-path", args.video_path), ("--start-time", args.start_time),
+                                             ("--end-time", args.end_time)) if value is not None}  # fmt: skip
+    if args.pipeline != "retake":
+        if given:
+            raise ValueError(f"{', '.join(given)}: these belong to --pipeline retake.")
+        return None
+    if len(given) < 3:
+        missing = sorted({"--video-path", "--start-time", "--end-time"} - set(given))
+        raise ValueError(f"--pipeline retake needs --video-path, --start-time and --end-time; missing {missing}.")
+    return RetakeSpan(args.video_path, args.start_time, args.end_time)
+
+
 def checkpoint_files(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a CheckpointFiles, or None
     """The model files and their options, or None for the embedded default (which takes none of them)."""
     from ltx_jax.pipeline.model_ledger import CheckpointFiles  # noqa: PLC0415
@@ -237,6 +263,7 @@ def checkpoint_files(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Check
         prompt_cache_dir=args.prompt_cache_dir,
         dtype=args.dtype or "bfloat16",
         shard_weights=args.shard_weights,
+        quantization=args.quantization or "none",
         **hq_strengths(args),
     )
 
@@ -294,7 +321,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = GenerationSettings(
         args.height, args.width, args.num_frames, args.frame_rate, args.num_inference_steps, args.seed,
         images_of(args), guidance_of(args, defaults.guidance), reference_videos_of(args), args.skip_stage_2,
-        *attention_mask_of(args),
+        *attention_mask_of(args), args.audio_path, args.audio_start_time, args.audio_max_duration, retake_of(args),
     )  # fmt: skip
     settings.resolve(defaults, args.pipeline)  # every generation argument checked before anything is built
     prompts, negative = prompts_of(args), args.negative_prompt

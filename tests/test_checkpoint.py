@@ -15,7 +15,7 @@ from ltx_core.loader.fuse_loras import apply_loras
 from ltx_core.loader.primitives import LoraStateDictWithStrength, StateDict
 from ltx_core_twin import default_inputs, relative_error, run_jax, torch_model
 from safetensors import safe_open
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 import ltx_jax
 from ltx_jax.convert.dit_tensors import Lora
@@ -76,32 +76,31 @@ def test_fp8_scaled_weights_dequantize(tmp_path, reference):
     assert_identical(model, expected_outputs(dequantized, jnp.float32), jnp.float32)
 
 
-def test_lora_fusion_matches_ltx_core(tmp_path, reference):
+@pytest.mark.parametrize("strengths", [(0.7,), (0.7, -0.4)])
+def test_lora_fusion_matches_ltx_core(tmp_path, reference, strengths):
+    """One LoRA, and two stacked (`--lora A 0.7 --lora B -0.4`, overlapping targets), fused as ltx-core's
+    `apply_loras` fuses them: the same bf16 weights, so every flow computes the same latents."""
     base = {k: v.to(torch.bfloat16) for k, v in reference.state_dict().items()}
-    generator = torch.Generator().manual_seed(0)
     targets = ["transformer_blocks.0.attn1.to_q.weight", "transformer_blocks.1.ff.net.2.weight", "patchify_proj.weight"]
-    lora = {}
-    for key in targets:
-        out_features, in_features = base[key].shape
-        module = key[: -len(".weight")]
-        lora[f"diffusion_model.{module}.lora_A.weight"] = torch.randn(4, in_features, generator=generator).bfloat16()
-        lora[f"diffusion_model.{module}.lora_B.weight"] = torch.randn(out_features, 4, generator=generator).bfloat16()
-    save_file(lora, str(tmp_path / "lora.safetensors"))
+    loras, ours = [], []
+    for i, strength in enumerate(strengths):
+        path = tmp_path / f"lora{i}.safetensors"
+        write_lora(path, base, targets[i:], seed=i)
+        ours.append(Lora(str(path), strength))
+        torch_lora = {k.removeprefix("diffusion_model."): v for k, v in load_file(str(path)).items()}
+        loras.append(LoraStateDictWithStrength(StateDict(torch_lora, "cpu", 0, set()), strength))
     src = tmp_path / "base.safetensors"
     write_checkpoint(src, CFG, official_state(base, torch.bfloat16))
-    ltx_jax.convert_checkpoint(
-        src, tmp_path / "fused", dtype="bfloat16", loras=[Lora(str(tmp_path / "lora.safetensors"), 0.7)], progress=False
-    )
-    torch_lora = StateDict({k.removeprefix("diffusion_model."): v for k, v in lora.items()}, "cpu", 0, {torch.bfloat16})
-    fused = apply_loras(StateDict(base, "cpu", 0, {torch.bfloat16}), [LoraStateDictWithStrength(torch_lora, 0.7)])
+    ltx_jax.convert_checkpoint(src, tmp_path / "fused", dtype="bfloat16", loras=ours, progress=False)
+    fused = apply_loras(StateDict(base, "cpu", 0, {torch.bfloat16}), loras)
     model, _ = ltx_jax.load_checkpoint(tmp_path / "fused", dtype=jnp.bfloat16, attention_backend="xla")
     for key in targets:
         assert not torch.equal(fused.sd[key], base[key])
     assert_identical(model, expected_outputs(fused.sd, jnp.bfloat16), jnp.bfloat16)
 
 
-def write_lora(path, base: dict, targets: list[str], rank: int = 4) -> None:
-    generator = torch.Generator().manual_seed(0)
+def write_lora(path, base: dict, targets: list[str], rank: int = 4, seed: int = 0) -> None:
+    generator = torch.Generator().manual_seed(seed)
     lora = {}
     for key in targets:
         out_features, in_features = base[key].shape

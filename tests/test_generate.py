@@ -33,6 +33,7 @@ from ltx_jax.pipeline import (
     embedded,
     model_ledger,
     pipelines,
+    requests,
     write_mp4,
 )
 
@@ -125,7 +126,7 @@ def test_single_device_and_mesh_give_the_same_latents():
     out = LTXPipeline.embedded(mesh=make_mesh(8))("a fox", **SMALL)
     models = embedded.embedded_models("one-stage")
     prompt, negative = components.encode_texts(models.prompt_encoder, ["a fox", DEFAULT_NEGATIVE_PROMPT])
-    request = pipelines.Request(
+    request = requests.Request(
         prompt=prompt, negative=negative, guidance=models.defaults.guidance, frame_rate=24.0,
         **{k: v for k, v in SMALL.items()},
     )  # fmt: skip
@@ -286,12 +287,11 @@ def test_two_stage_from_files_with_upsampler_and_distilled_lora(tmp_path):
     }
     safetensors.numpy.save_file(lora, tmp_path / "lora.safetensors")
     out = tmp_path / "two_stage.mp4"
-    args = generate.parse_args(
-        ["--mesh", "8", "--pipeline", "two-stage", "--height", "128", "--width", "128", "--num-frames", "9",
-         "--num-inference-steps", "2", "--checkpoint-path", str(checkpoint), "--prompt-embeddings", str(embeddings),
-         "--dtype", "float32", "--spatial-upsampler-path", str(upsampler_file), "--distilled-lora",
-         str(tmp_path / "lora.safetensors"), "0.5", "--output-path", str(out)]
-    )  # fmt: skip
+    argv = ["--mesh", "8", "--pipeline", "two-stage", "--height", "128", "--width", "128", "--num-frames", "9",
+            "--num-inference-steps", "2", "--checkpoint-path", str(checkpoint), "--prompt-embeddings", str(embeddings),
+            "--dtype", "float32", "--spatial-upsampler-path", str(upsampler_file), "--distilled-lora",
+            str(tmp_path / "lora.safetensors"), "0.5"]  # fmt: skip
+    args = generate.parse_args([*argv, "--output-path", str(out)])
     files = CheckpointFiles(checkpoint, spatial_upsampler_path=upsampler_file, dtype="float32",
                             distilled_lora=Lora(str(tmp_path / "lora.safetensors"), 0.5))  # fmt: skip
     models = model_ledger.load_models(files, "two-stage", make_mesh(8))
@@ -308,6 +308,11 @@ def test_two_stage_from_files_with_upsampler_and_distilled_lora(tmp_path):
     info = generate.run(args)
     assert probe(out)[:3] == (9, (128, 128), 24.0)
     assert set(info["videos"][0]["output"].forwards) == {8, 32}
+    # --quantization fp8-cast: the blocks' linears in fp8 in both stages, stage 2 fusing the LoRA onto them;
+    # the same run within what fp8 rounding moves (it moves: the quantization is applied)
+    fp8 = generate.run(generate.parse_args([*argv, "--quantization", "fp8-cast", "--output-path", str(out)]))
+    latents = [run["videos"][0]["output"].video_latent for run in (info, fp8)]
+    assert 1e-4 < float(np.linalg.norm(latents[1] - latents[0]) / np.linalg.norm(latents[0])) < 0.3
     # two-stage-hq: the LoRA in both stages at the per-stage strengths, one copy of its factors
     hq = model_ledger.load_models(
         dataclasses.replace(files, distilled_lora_strength_stage_1=0.2), "two-stage-hq", make_mesh(8)

@@ -19,7 +19,7 @@ from ltx_core.types import LatentState as TorchLatentState
 from ltx_core.types import VideoLatentShape as TorchVideoShape
 from ltx_core_twin import relative_error
 
-from ltx_jax.pipeline import conditioning, patchifiers, pipelines
+from ltx_jax.pipeline import conditioning, patchifiers, requests
 from ltx_jax.pipeline.diffusion_steps import add_noise, euler_step
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams, combine, guidance_passes
 from ltx_jax.pipeline.schedulers import ltx2_sigmas
@@ -243,11 +243,11 @@ def test_mask_downsampling_equals_reference():
     ],
 )
 def test_bad_requests_are_refused_with_the_fix(changes, flow, message):
-    request = pipelines.Request(
+    request = requests.Request(
         prompt=PromptEmbeddings(None, None), height=128, width=128, num_frames=9, frame_rate=24.0, seed=0
     )
     with pytest.raises(ValueError, match=message):
-        pipelines.validate(dataclasses.replace(request, **changes), flow)
+        requests.validate(dataclasses.replace(request, **changes), flow)
 
 
 @pytest.mark.parametrize(("crf", "height", "width"), [(0, 64, 96), (33, 64, 96), (18, 96, 32)])

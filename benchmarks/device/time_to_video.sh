@@ -8,6 +8,7 @@
 #   loadbase   load_checkpoint before this work (.trees/base), once
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
+#   fp8cold, fp8warm   two-stage 1024x1536x121 with --quantization fp8-cast, cold and warm (its own cache)
 #   distilled  the distilled flow at 768x512x121 (sglang's published size), the same three runs (the synthetic
 #              checkpoint stands in for the distilled one: the same tensors)
 #   mkdir -p .trees/base && git archive 135e3e1 ltx_jax | tar -x -C .trees/base; wheels in .whl (ltx-core,
@@ -50,6 +51,13 @@ for run in cold warm reference; do
     site=/tmp/site; [[ $run == reference ]] && site=/tmp/site_ref:/tmp/site
     PYTHONPATH=$site:$PWD timeout 560 python3 benchmarks/bench_generate.py "$DATA/manifest.json" --flow two-stage --runs "$run" \
         --cache-dir /tmp/compile_cache --out-dir "$OUT" 2>&1 | tee "$OUT/generate-$run.txt"
+    rm -f "$OUT"/*.mp4
+done
+for run in fp8cold fp8warm; do
+    [[ " $PARTS " == *" $run "* ]] || continue
+    PYTHONPATH=/tmp/site:$PWD timeout 560 python3 benchmarks/bench_generate.py "$DATA/manifest.json" --flow two-stage \
+        --runs "${run#fp8}" --quantization fp8-cast --cache-dir /tmp/compile_cache_fp8 --out-dir "$OUT" 2>&1 \
+        | tee "$OUT/generate-$run.txt"
     rm -f "$OUT"/*.mp4
 done
 if [[ " $PARTS " == *" distilled "* ]]; then

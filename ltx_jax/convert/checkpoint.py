@@ -35,6 +35,7 @@ from ltx_jax.convert.safetensors_file import SafetensorsFile
 from ltx_jax.convert.state_dict import expected_keys, set_params, transpose
 from ltx_jax.model.attention_backends import AttentionBackend
 from ltx_jax.model.model import LTXModel
+from ltx_jax.model.quantization import FP8, Quantization, check_quantization, is_fp8_cast_key, quantize_fp8_cast
 from ltx_jax.parallel.sharding import param_sharding
 
 FORMAT_FILE = "ltx_jax_checkpoint.json"
@@ -163,6 +164,7 @@ def load_checkpoint(
     loras: Sequence[Lora] = (),
     attention_backend: AttentionBackend = "auto",
     progress: bool = True,
+    quantization: Quantization = "none",
 ) -> tuple[LTXModel, LTXConfig]:
     """Loads a converted Orbax directory or an official `.safetensors` file as `(model, cfg)`.
 
@@ -177,20 +179,32 @@ def load_checkpoint(
         loras: for `.safetensors` only: LoRAs fused at load time (convert_checkpoint fuses them
             into a converted checkpoint).
         progress: a progress bar on stderr while a `.safetensors` file loads.
+        quantization: "fp8-cast" keeps the transformer blocks' linear weights in float8_e4m3fn, each
+            cast as it is placed (the model's weights never sit on the device in `dtype` all at once;
+            a converted directory is restored in its stored dtype first), upcast to `dtype` in the
+            matmuls (`ltx_jax.model.quantization`).
     """
     target = parse_dtype(dtype)
+    check_quantization(quantization)
     if shard_weights and mesh is None:
         raise ValueError("shard_weights=True needs a mesh to shard over; pass mesh=make_mesh(n).")
     path = os.fspath(path)
     if os.path.isdir(path):
         if config is not None or loras:
             raise ValueError("config and loras apply to .safetensors files; a converted checkpoint has them built in.")
-        return _load_converted(path, mesh, target, shard_weights, attention_backend)
-    if path.endswith(".safetensors") and os.path.isfile(path):
-        return _load_safetensors(path, mesh, target, shard_weights, config, tuple(loras), attention_backend, progress)
-    raise ValueError(
-        f"load_checkpoint: {path!r} is neither a directory written by convert_checkpoint nor a .safetensors file."
-    )
+        model, cfg = _load_converted(path, mesh, target, shard_weights, attention_backend, quantization)
+    elif path.endswith(".safetensors") and os.path.isfile(path):
+        model, cfg = _load_safetensors(
+            path, mesh, target, shard_weights, config, tuple(loras), attention_backend, progress, quantization
+        )
+    else:
+        raise ValueError(
+            f"load_checkpoint: {path!r} is neither a directory written by convert_checkpoint nor a .safetensors file."
+        )
+    if quantization == "fp8-cast":
+        table = expected_keys(model)
+        quantize_fp8_cast(model, ((key, entry[0]) for key, entry in table.items()), target)
+    return model, cfg
 
 
 def _sharding(shape: tuple[int, ...], mesh: Mesh | None, shard_weights: bool) -> jax.sharding.Sharding:
@@ -206,6 +220,7 @@ def _load_safetensors(
     loras: tuple[Lora, ...],
     attention_backend: AttentionBackend,
     progress: bool,
+    quantization: Quantization,
 ) -> tuple[LTXModel, LTXConfig]:
     st = SafetensorsFile(path)
     cfg, _ = checkpoint_config(st, config)
@@ -216,13 +231,19 @@ def _load_safetensors(
 
     def place(key: str, transposed: bool, torch_shape: tuple[int, ...], _: np.dtype) -> jax.Array:
         sharding_for = functools.partial(_sharding, mesh=mesh, shard_weights=shard_weights)
-        return place_parameter(torch_shape, transposed, sharding_for, lambda box: tensors.read(key, box))
+        placed = place_parameter(torch_shape, transposed, sharding_for, lambda box: tensors.read(key, box))
+        return placed.astype(FP8) if quantization == "fp8-cast" and is_fp8_cast_key(key) else placed
 
     return set_params(model, place_table(table, place, f"loading {os.path.basename(path)}", progress)), cfg
 
 
 def _load_converted(
-    path: str, mesh: Mesh | None, dtype: np.dtype, shard_weights: bool, attention_backend: AttentionBackend
+    path: str,
+    mesh: Mesh | None,
+    dtype: np.dtype,
+    shard_weights: bool,
+    attention_backend: AttentionBackend,
+    quantization: Quantization,
 ) -> tuple[LTXModel, LTXConfig]:
     manifest_path = os.path.join(path, FORMAT_FILE)
     if not os.path.isfile(manifest_path):
@@ -244,7 +265,10 @@ def _load_converted(
     )
     restored = ocp.load(os.path.join(path, PARAMS_DIR), abstract)
     values = {p: _lookup(restored, p) for p in flat}
+    fp8 = {path for key, (path, *_) in expected_keys(model).items() if is_fp8_cast_key(key)}
+    if quantization != "fp8-cast":
+        fp8 = set()
     if dtype != stored:
         model = LTXModel.abstract(cfg, dtype, attention_backend)
-        values = {p: v.astype(dtype) for p, v in values.items()}
+    values = {p: v.astype(FP8 if p in fp8 else dtype) for p, v in values.items()}
     return set_params(model, values), cfg

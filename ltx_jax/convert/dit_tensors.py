@@ -162,10 +162,13 @@ class DitTensors:
             value = raw.astype(np.float32) * scale.astype(np.float32)
         else:
             value = raw
-        for lora, pairs in self._loras:
-            if key in pairs:
-                a, b = pairs[key]  # the box's rows of B @ A are B's rows times A's columns
-                value = _fuse(value, a[:, box[1]], b[box[0]], lora.strength, self.dtype)
+        deltas = [  # the box's rows of B @ A are B's rows times A's columns
+            _delta(pairs[key][0][:, box[1]], pairs[key][1][box[0]], lora.strength, self.dtype)
+            for lora, pairs in self._loras
+            if key in pairs
+        ]
+        if deltas:
+            value = _fuse(value, deltas, self.dtype)
         return value.astype(self.dtype, copy=False)
 
     def __iter__(self) -> Iterator[tuple[str, np.ndarray]]:
@@ -173,13 +176,19 @@ class DitTensors:
             yield key, self.read(key)
 
 
-def _fuse(weight: np.ndarray, a: np.ndarray, b: np.ndarray, strength: float, dtype: np.dtype) -> np.ndarray:
-    """`weight + strength * b @ a` the way ltx-core's `apply_loras` rounds it: `b * strength` in the
-    LoRA's dtype, the product accumulated in float32 and rounded to the target dtype, then the sum
-    in float32 rounded once."""
+def _delta(a: np.ndarray, b: np.ndarray, strength: float, dtype: np.dtype) -> np.ndarray:
+    """`strength * b @ a` as ltx-core's `_prepare_deltas` rounds it: `b * strength` in the LoRA's dtype,
+    the product accumulated in float32 and rounded to the target dtype."""
     scaled_b = (b.astype(np.float32) * np.float32(strength)).astype(b.dtype)
-    delta = (scaled_b.astype(np.float32) @ a.astype(np.float32)).astype(dtype)
-    return (weight.astype(dtype).astype(np.float32) + delta.astype(np.float32)).astype(dtype)
+    return (scaled_b.astype(np.float32) @ a.astype(np.float32)).astype(dtype)
+
+
+def _fuse(weight: np.ndarray, deltas: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    """`weight + sum(deltas)` as `apply_loras` rounds it: several deltas summed in float32 and rounded
+    to `dtype` once (`torch.sum` of the stacked deltas), then added to the weight in float32 and
+    rounded once."""
+    total = deltas[0] if len(deltas) == 1 else np.sum([d.astype(np.float32) for d in deltas], axis=0).astype(dtype)
+    return (weight.astype(dtype).astype(np.float32) + total.astype(np.float32)).astype(dtype)
 
 
 PARAM_DTYPES: dict[str, np.dtype] = {  # the parameter dtypes a checkpoint loads or converts to

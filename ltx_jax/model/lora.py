@@ -41,12 +41,16 @@ class LoraWeights:
 
 def fused_kernel(kernel: jax.Array, a: jax.Array, b: jax.Array, strength: float) -> jax.Array:
     """`kernel + (strength * B @ A).T`, rounded the way ltx-core's `apply_loras` rounds it (and the
-    loader's `dit_tensors._fuse`): `B * strength` in the LoRA's dtype, the product accumulated in
+    loader's `dit_tensors._delta` and `_fuse`): `B * strength` in the LoRA's dtype, the product accumulated in
     float32 and rounded to the kernel's dtype, then the sum in float32 rounded once."""
+    # An fp8-cast kernel (float8_e4m3fn, upcast in the matmul) is fused in bf16, as ltx-core computes
+    # its deltas, and kept there: the fused weights live only while their block runs, so rounding them
+    # back to fp8 (ltx-core re-quantizes its stored copy, with stochastic rounding) would save nothing.
+    out_dtype = jnp.bfloat16 if kernel.dtype == jnp.float8_e4m3fn else kernel.dtype
     scaled_b = (b.astype(jnp.float32) * strength).astype(b.dtype)
     delta = jnp.einsum("ri,or->io", a, scaled_b, preferred_element_type=jnp.float32, precision=lax.Precision.HIGHEST)
-    delta = delta.astype(kernel.dtype).astype(jnp.float32)
-    return (kernel.astype(jnp.float32) + delta).astype(kernel.dtype)
+    delta = delta.astype(out_dtype).astype(jnp.float32)
+    return (kernel.astype(jnp.float32) + delta).astype(out_dtype)
 
 
 class LoraBlock(nnx.Module):

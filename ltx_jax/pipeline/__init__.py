@@ -10,17 +10,19 @@ from ltx_jax.pipeline.guiders import MultiModalGuiderParams
 from ltx_jax.pipeline.ltx_pipeline import ForwardStats, GeneratedVideo, LTXPipeline, RuntimeOptions
 from ltx_jax.pipeline.media_io import video_to_uint8, write_mp4
 from ltx_jax.pipeline.model_ledger import CheckpointFiles
-from ltx_jax.pipeline.pipelines import (
+from ltx_jax.pipeline.pipelines import generate
+from ltx_jax.pipeline.prompts import TextEncoder
+from ltx_jax.pipeline.requests import (
     FLOWS,
+    AudioInput,
     Components,
     Flow,
     ImageCondition,
     Request,
+    RetakeSpan,
     VideoCondition,
-    generate,
     validate,
 )
-from ltx_jax.pipeline.prompts import TextEncoder
 from ltx_jax.pipeline.samplers import euler_denoising_loop
 from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLED_SIGMA_VALUES, ltx2_sigmas
 from ltx_jax.pipeline.settings import DEFAULT_NEGATIVE_PROMPT, GenerationDefaults, GenerationSettings
@@ -32,6 +34,7 @@ __all__ = [
     "DISTILLED_SIGMA_VALUES",
     "FLOWS",
     "STAGE_2_DISTILLED_SIGMA_VALUES",
+    "AudioInput",
     "AudioLatentShape",
     "CheckpointFiles",
     "Components",
@@ -49,6 +52,7 @@ __all__ = [
     "MultiModalGuiderParams",
     "PromptEmbeddings",
     "Request",
+    "RetakeSpan",
     "VideoCondition",
     "RuntimeOptions",
     "TextEncoder",

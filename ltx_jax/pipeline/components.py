@@ -24,7 +24,7 @@ from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import audio_vae, upsampler, video_vae
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF, load_image_conditioning
 from ltx_jax.pipeline.media_io import video_to_uint8
-from ltx_jax.pipeline.pipelines import Components
+from ltx_jax.pipeline.requests import Components
 from ltx_jax.pipeline.settings import GenerationDefaults
 from ltx_jax.pipeline.stages import LatentGeometry, PromptEmbeddings
 from ltx_jax.pipeline.video_files import load_video_conditioning
@@ -32,6 +32,7 @@ from ltx_jax.text_encoders.gemma import PromptEncoder
 
 VideoDecoder = Callable[[jax.Array, int], np.ndarray]  # (latent, seed) -> (F, H, W, 3) uint8
 AudioDecoder = Callable[[jax.Array], tuple[np.ndarray, int]]  # latent -> ((2, samples) waveform, Hz)
+AudioEncoder = Callable[[np.ndarray, int], jax.Array]  # ((channels, samples) waveform, Hz) -> latent (1, C, T, M)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +141,29 @@ def conditioning_encoders(
         return encode()(jnp.asarray(load_video_conditioning(path, height, width, frames), dtype))
 
     return {"encode_image": encode_image, "encode_video": encode_video}
+
+
+def audio_encoder_callable(build_encoder: Callable[[], nnx.Module], dtype: jnp.dtype) -> AudioEncoder:
+    """`Components.encode_audio`: ltx-core's `encode_audio` (resampling and the log-mel spectrogram in
+    numpy on the host, then the audio VAE encoder, jitted, in `dtype`). The encoder is built by
+    `build_encoder` on the first use (only a2vid encodes audio)."""
+
+    @functools.cache
+    def built() -> tuple[audio_vae.AudioProcessor, Callable[[jax.Array], jax.Array], int]:
+        encoder = build_encoder()
+        processor = audio_vae.AudioProcessor(
+            encoder.sample_rate, encoder.mel_bins, encoder.mel_hop_length, encoder.n_fft
+        )
+        return processor, jitted(encoder, lambda m, mel: m(mel)), encoder.in_channels
+
+    def encode_audio(waveform: np.ndarray, sample_rate: int) -> jax.Array:
+        processor, encode, channels = built()
+        waveform = np.asarray(waveform, np.float32)
+        if waveform.shape[0] == 1 < channels:  # mono: the same signal on both channels (ltx-core fails on it)
+            waveform = np.repeat(waveform, channels, axis=0)
+        return encode(jnp.asarray(processor.waveform_to_mel(waveform[None], sample_rate), dtype))
+
+    return encode_audio
 
 
 def upsample_between_statistics(model: nnx.Module, video_decoder: nnx.Module) -> Callable[[jax.Array], jax.Array]:

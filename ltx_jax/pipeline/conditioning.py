@@ -4,7 +4,8 @@ encoded reference video (IC-LoRA) is appended alongside the generated frames.
 Source: `ltx_core/conditioning/types/latent_cond.py::VideoConditionByLatentIndex`,
 `keyframe_cond.py::VideoConditionByKeyframeIndex` and `reference_video_cond.py::VideoConditionByReferenceLatent`
 and `attention_strength_wrapper.py::ConditioningItemAttentionStrengthWrapper` with
-`mask_utils.py` (how much the generated tokens and a conditioning's tokens attend to each other).
+`mask_utils.py` (how much the generated tokens and a conditioning's tokens attend to each other);
+`ltx_pipelines/retake.py::TemporalRegionMask` (which time span of a given latent is generated again).
 Applied to the patchified state before noise, host-side.
 """
 
@@ -41,6 +42,20 @@ def condition_by_latent_index(
     out["clean_latent"][:, start:stop] = tokens
     out["denoise_mask"][:, start:stop] = 1.0 - strength
     return state.replace(**out)
+
+
+def regenerate_time_span(state: LatentState, _: object, start_time: float, end_time: float) -> LatentState:
+    """Generates the tokens whose `[start, end)` seconds overlap `[start_time, end_time)` and keeps the
+    others (denoise mask 1 inside, 0 outside, as retake's `TemporalRegionMask`). Video and audio alike:
+    both states' first position axis is seconds. An empty span keeps every token (a2vid's audio)."""
+    bounds = np.asarray(state.positions)[:, 0]  # (B, T, 2)
+    inside = (bounds[..., 1] > start_time) & (bounds[..., 0] < end_time)
+    return state.replace(denoise_mask=inside[..., None].astype(np.float32))
+
+
+def keep_all(state: LatentState, target: object) -> LatentState:
+    """Every token kept as given (denoise mask 0): a2vid's input audio."""
+    return regenerate_time_span(state, target, 0.0, 0.0)
 
 
 def condition_by_keyframe(

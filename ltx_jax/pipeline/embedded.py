@@ -5,6 +5,7 @@ a tiny random Gemma 3 with a byte-level tokenizer as its text encoder.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -13,17 +14,18 @@ from flax import nnx
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
 from ltx_jax.config import LTXConfig
-from ltx_jax.model import upsampler, video_vae
+from ltx_jax.model import audio_vae, upsampler, video_vae
 from ltx_jax.model.model import LTXModel
 from ltx_jax.pipeline.components import (
     PipelineModels,
+    audio_encoder_callable,
     conditioning_encoders,
     decoder_callables,
     decoder_modules,
     geometry,
     upsample_between_statistics,
 )
-from ltx_jax.pipeline.pipelines import Components, Flow
+from ltx_jax.pipeline.requests import AUDIO_INPUT_FLOWS, SINGLE_STAGE_FLOWS, Components, Flow
 from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS
 from ltx_jax.text_encoders.gemma import (
     EmbeddingsProcessorConfigurator,
@@ -152,15 +154,20 @@ def embedded_models(flow: Flow, seed: int = EMBEDDED_WEIGHTS_SEED) -> PipelineMo
     video_decoder, audio_decoder, vocoder = decoder_modules(config, None, seed, jnp.float32)
     decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder)
     upsample = None
-    if flow != "one-stage":  # built only when used: random init of each module takes seconds on CPU
+    if flow not in SINGLE_STAGE_FLOWS:  # built only when used: random init of each module takes seconds on CPU
         up = upsampler.LatentUpsamplerConfigurator.from_config(EMBEDDED_UPSAMPLER, rngs=nnx.Rngs(seed + 4))
         upsample = upsample_between_statistics(up, video_decoder)
 
+    encode_audio = None
+    if flow in AUDIO_INPUT_FLOWS:
+        build = functools.partial(audio_vae.audio_encoder_from_config, config, rngs=nnx.Rngs(seed + 7))
+        encode_audio = audio_encoder_callable(build, jnp.float32)
     components = Components(
         model,
         geometry(config),
         jnp.float32,
         upsample=upsample,
+        encode_audio=encode_audio,
         **conditioning_encoders(
             lambda: video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(seed + 3)), jnp.float32
         ),

@@ -22,16 +22,19 @@ from jax.sharding import Mesh
 
 from ltx_jax.config import LTXConfig
 from ltx_jax.convert.dit_tensors import Lora
+from ltx_jax.model.quantization import Quantization
 from ltx_jax.parallel import SequenceParallel, make_mesh
 from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy, check_layout
+from ltx_jax.pipeline.audio_files import has_audio, read_audio
 from ltx_jax.pipeline.components import PipelineModels
 from ltx_jax.pipeline.denoisers import Forward
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
 from ltx_jax.pipeline.media_io import write_mp4
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_models
-from ltx_jax.pipeline.pipelines import Flow, ImageCondition, Request, VideoCondition, check_flow, generate
+from ltx_jax.pipeline.pipelines import generate
 from ltx_jax.pipeline.prompts import prompt_contexts
+from ltx_jax.pipeline.requests import AudioInput, Flow, ImageCondition, Request, RetakeSpan, VideoCondition, check_flow
 from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
 from ltx_jax.pipeline.video_files import load_mask_video
@@ -90,7 +93,8 @@ class GeneratedVideo:
         video_latent, audio_latent: the final latents `(1, C, F, H, W)` and `(1, C, T, M)`.
         settings: every argument the generation used, defaults filled in.
         timings: wall seconds per phase ("prompt_encoding", "denoising", "video_decoding", "audio_decoding";
-            two-stage flows also "stage_1_denoising", "upsampling" and "stage_2_denoising", within "denoising").
+            two-stage flows also "stage_1_denoising", "upsampling" and "stage_2_denoising", within "denoising";
+            a2vid "audio_encoding" there too, and no "audio_decoding": its audio is the input's).
         peak_memory: per phase, the largest device-memory peak (bytes, over this process's devices,
             since the process started) when the phase ended; the phase where it grows holds the peak.
             Empty where the backend does not report memory (CPU).
@@ -186,6 +190,7 @@ class LTXPipeline:
         dtype: str = "bfloat16",
         prompt_cache_dir: PathLike | None = None,
         max_batch_size: int | None = None,
+        quantization: Quantization = "none",
     ) -> LTXPipeline:
         """The models of `flow` from official LTX-2 files (see `CheckpointFiles` and `RuntimeOptions`).
         A LoRA given as a path has strength 1."""
@@ -198,6 +203,7 @@ class LTXPipeline:
             prompt_cache_dir=prompt_cache_dir,
             dtype=dtype,
             shard_weights=shard_weights,
+            quantization=quantization,
         )
         return cls.from_files(files, flow=flow, mesh=mesh, runtime=RuntimeOptions(strategy, backend, max_batch_size))
 
@@ -250,6 +256,10 @@ class LTXPipeline:
         skip_stage_2: bool = False,
         reference_attention_strength: float = 1.0,
         attention_mask_video: str | os.PathLike | None = None,
+        audio_path: str | os.PathLike | None = None,
+        audio_start_time: float = 0.0,
+        audio_max_duration: float | None = None,
+        retake: RetakeSpan | None = None,
     ) -> GeneratedVideo:
         """Generates one video; None takes `self.defaults` (see `GenerationSettings` for each argument).
 
@@ -258,7 +268,8 @@ class LTXPipeline:
         """
         settings = GenerationSettings(
             height, width, num_frames, frame_rate, num_inference_steps, seed, tuple(images), guidance,
-            tuple(reference_videos), skip_stage_2, reference_attention_strength, attention_mask_video,
+            tuple(reference_videos), skip_stage_2, reference_attention_strength, attention_mask_video, audio_path,
+            audio_start_time, audio_max_duration, retake,
         )  # fmt: skip
         return self.generate(prompt, settings, negative_prompt=negative_prompt)
 
@@ -295,6 +306,8 @@ class LTXPipeline:
             else load_mask_video(  # at stage 1's size, as the reference's command line loads it
                 settings.attention_mask_video, settings.height // 2, settings.width // 2, settings.num_frames
             ),
+            audio=_input_audio(settings),
+            retake=settings.retake,
         )
         for forward in self._timed:
             forward.seconds.clear()
@@ -307,7 +320,9 @@ class LTXPipeline:
         if jax.process_index() == 0:  # the others computed the same latents; only process 0 decodes
             with _timed(timings, "video_decoding", peaks):
                 video = self._decode_video(video_latent, settings.seed)
-            if audio_latent is not None:
+            if self.flow == "a2vid":  # the input audio itself, as the reference returns it
+                audio, sample_rate = np.ascontiguousarray(request.audio.waveform.T), request.audio.sample_rate
+            elif audio_latent is not None:
                 with _timed(timings, "audio_decoding", peaks):
                     waveform, sample_rate = self._decode_audio(audio_latent)
                 audio = np.ascontiguousarray(waveform.T)
@@ -354,6 +369,15 @@ class LTXPipeline:
                 warm = seconds[1:] or seconds  # the first forward of a shape may have compiled
                 stats[tokens] = ForwardStats(len(seconds), float(np.median(warm)), forward.peaks.get(tokens))
         return stats
+
+
+def _input_audio(settings: GenerationSettings) -> AudioInput | None:
+    """a2vid's audio file, or the audio track of retake's source video where it has one."""
+    if settings.audio_path is not None:
+        return AudioInput(*read_audio(settings.audio_path, settings.audio_start_time, settings.audio_max_duration))
+    if settings.retake is not None and has_audio(settings.retake.video):
+        return AudioInput(*read_audio(settings.retake.video))
+    return None
 
 
 def _as_lora(lora: Lora | PathLike) -> Lora:

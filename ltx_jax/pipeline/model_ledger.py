@@ -26,17 +26,19 @@ from ltx_jax.convert.dit_tensors import Lora, checkpoint_config, parse_dtype
 from ltx_jax.convert.lora import load_lora
 from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors, parse_metadata_json
 from ltx_jax.convert.state_dict import load_state_dict
-from ltx_jax.model import upsampler, video_vae
+from ltx_jax.model import audio_vae, upsampler, video_vae
 from ltx_jax.model.lora import with_lora
+from ltx_jax.model.quantization import Quantization, check_quantization
 from ltx_jax.pipeline.components import (
     PipelineModels,
+    audio_encoder_callable,
     conditioning_encoders,
     decoder_callables,
     decoder_modules,
     geometry,
     upsample_between_statistics,
 )
-from ltx_jax.pipeline.pipelines import GUIDED_TWO_STAGE_FLOWS, Components, Flow
+from ltx_jax.pipeline.requests import AUDIO_INPUT_FLOWS, GUIDED_TWO_STAGE_FLOWS, SINGLE_STAGE_FLOWS, Components, Flow
 from ltx_jax.pipeline.settings import GenerationDefaults, checkpoint_defaults
 
 PathLike = str | os.PathLike
@@ -59,6 +61,9 @@ class CheckpointFiles:
         prompt_cache_dir: cache prompt contexts here (keyed by prompt and weights).
         dtype: parameter dtype of the DiT and the VAEs: "bfloat16", "float32" or "float16".
         shard_weights: split the DiT's weights over the mesh (FSDP) instead of a copy per device.
+        quantization: "fp8-cast": the DiT blocks' linear weights in float8_e4m3fn, upcast in the
+            matmuls (half their memory; `ltx_jax.model.quantization`), as ltx-pipelines'
+            `--quantization fp8-cast`.
     """
 
     checkpoint_path: PathLike
@@ -71,14 +76,16 @@ class CheckpointFiles:
     prompt_cache_dir: PathLike | None = None
     dtype: str = "bfloat16"
     shard_weights: bool = False
+    quantization: Quantization = "none"
 
     def check(self, flow: Flow) -> None:
         """Raises `ValueError`/`FileNotFoundError` naming the argument and the fix; reads file headers only."""
         _check_file("checkpoint_path", self.checkpoint_path, ".safetensors")
         parse_dtype(self.dtype)
+        check_quantization(self.quantization)
         if self.gemma_root is not None and not Path(self.gemma_root).is_dir():
             raise FileNotFoundError(f"gemma_root={os.fspath(self.gemma_root)!r} is not a directory (Gemma 3 weights).")
-        if flow != "one-stage" and self.spatial_upsampler_path is None:
+        if flow not in SINGLE_STAGE_FLOWS and self.spatial_upsampler_path is None:
             raise ValueError(f"The {flow} flow needs spatial_upsampler_path (the 2x latent upsampler .safetensors).")
         if self.spatial_upsampler_path is not None:
             _check_file("spatial_upsampler_path", self.spatial_upsampler_path, ".safetensors")
@@ -161,8 +168,9 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
     tensors, config = checkpoint_tensors(files.checkpoint_path)
     dtype = jnp.dtype(files.dtype)
     load = functools.partial(
-        load_checkpoint, files.checkpoint_path, mesh=mesh, dtype=dtype, shard_weights=files.shard_weights
-    )
+        load_checkpoint, files.checkpoint_path, mesh=mesh, dtype=dtype, shard_weights=files.shard_weights,
+        quantization=files.quantization,
+    )  # fmt: skip
     ic_lora = flow == "ic-lora"  # its LoRAs (the IC-LoRA) run in stage 1 only; stage 2 is the plain DiT
     model, _ = load(loras=() if ic_lora else files.loras)
     stage_1, stage_2 = model, None
@@ -186,6 +194,9 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
         stage_2_transformer=stage_2,
         upsample=upsample,
         reference_downscale_factor=reference_downscale_factor(files.loras) if flow == "ic-lora" else 1,
+        encode_audio=audio_encoder_callable(functools.partial(_audio_encoder, config, tensors, dtype), dtype)
+        if flow in AUDIO_INPUT_FLOWS
+        else None,
         **conditioning_encoders(functools.partial(_video_encoder, config, tensors, dtype), dtype),
     )
     prompt_encoder = None if files.gemma_root is None else _gemma_prompt_encoder(files, config, tensors, mesh)
@@ -209,6 +220,12 @@ def load_prompt_encoder(files: CheckpointFiles, mesh: Mesh) -> Any:  # noqa: ANN
 def _video_encoder(config: dict[str, Any], tensors: dict[str, Any], dtype: jnp.dtype) -> nnx.Module:
     encoder = nnx.eval_shape(lambda: video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype))
     load_state_dict(encoder, video_vae.vae_encoder_state_dict(tensors), prefix="")
+    return encoder
+
+
+def _audio_encoder(config: dict[str, Any], tensors: dict[str, Any], dtype: jnp.dtype) -> nnx.Module:
+    encoder = nnx.eval_shape(lambda: audio_vae.audio_encoder_from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype))
+    load_state_dict(encoder, audio_vae.audio_encoder_state_dict(tensors), prefix="")
     return encoder
 
 

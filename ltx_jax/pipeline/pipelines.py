@@ -15,7 +15,12 @@ Sources: `ltx_pipelines/ti2vid_one_stage.py`, `ti2vid_two_stages.py`, `distilled
   their own strengths (components.transformer and stage_2_transformer);
 - IC-LoRA (`ic_lora.py`): the distilled flow whose stage 1 runs the DiT with the IC-LoRA
   (components.transformer) and sees reference videos (depth, pose, edges) as appended tokens;
-  stage 2 runs the plain DiT (stage_2_transformer) without them, or is skipped.
+  stage 2 runs the plain DiT (stage_2_transformer) without them, or is skipped;
+- audio to video (`a2vid_two_stage.py`): two stages around a given audio track, whose latent
+  (`components.encode_audio`) stays fixed (denoise mask 0, never noised) while the video is
+  denoised with guidance in stage 1 (the audio unguided) and refined in stage 2;
+- retake (`retake.py`): one guided stage at a source video's size from its encoded video and audio,
+  generating a time span again and keeping the rest (`regenerate_time_span`).
 The components are callables, so the flows run on any mesh and with any decoder implementation.
 """
 
@@ -23,13 +28,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ltx_jax.pipeline.conditioning import (
@@ -37,196 +40,23 @@ from ltx_jax.pipeline.conditioning import (
     condition_by_latent_index,
     condition_by_reference_latent,
     downsample_mask_to_latent,
+    keep_all,
+    regenerate_time_span,
     with_attention_strength,
 )
-from ltx_jax.pipeline.denoisers import Forward
-from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
-from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLED_SIGMA_VALUES, ltx2_sigmas
-from ltx_jax.pipeline.stages import (
-    Conditioning,
-    Guidance,
-    LatentGeometry,
-    PromptEmbeddings,
-    Sampler,
-    denoise_audio_video,
+from ltx_jax.pipeline.requests import (
+    GUIDED_TWO_STAGE_FLOWS,
+    UNGUIDED_FLOWS,
+    Components,
+    Flow,
+    ImageCondition,
+    Request,
+    VideoCondition,
+    validate,
 )
+from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLED_SIGMA_VALUES, ltx2_sigmas
+from ltx_jax.pipeline.stages import Conditioning, Guidance, PromptEmbeddings, Sampler, denoise_audio_video
 from ltx_jax.pipeline.types import LatentState, VideoLatentShape, VideoPixelShape
-
-Flow = Literal["one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation", "ic-lora"]
-FLOWS: tuple[Flow, ...] = ("one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation", "ic-lora")
-# The distilled model's fixed sigmas (8 + 3 steps) without guidance: no steps, guidance or negative prompt.
-UNGUIDED_FLOWS: tuple[Flow, ...] = ("distilled", "ic-lora")
-MAX_CRF = 51  # libx264's worst quality
-# Guided stage 1 at half size, then stage 2 with the distilled LoRA: these need `distilled_lora`.
-GUIDED_TWO_STAGE_FLOWS: tuple[Flow, ...] = ("two-stage", "two-stage-hq", "keyframe-interpolation")
-
-
-@dataclasses.dataclass(frozen=True)
-class ImageCondition:
-    """The image file `image` placed at pixel frame `frame_idx`, keeping `strength` of it; `crf` is the
-    H.264 quality it is compressed at first, as the model's training frames were (0: not compressed)."""
-
-    image: str | os.PathLike
-    frame_idx: int
-    strength: float
-    crf: int = DEFAULT_IMAGE_CRF
-
-
-@dataclasses.dataclass(frozen=True)
-class VideoCondition:
-    """IC-LoRA's reference video `video` (e.g. a depth or pose video), kept at `strength` (1: exactly)."""
-
-    video: str | os.PathLike
-    strength: float = 1.0
-
-
-@dataclasses.dataclass(frozen=True)
-class Components:
-    """What a flow calls. `transformer` is the DiT (e.g. `SequenceParallel`); the rest are optional
-    where a flow does not need them (`upsample` for two-stage/distilled, `encode_image` for images).
-
-    Attributes:
-        transformer: velocity DiT `forward(video, audio, perturbations)`.
-        stage_2_transformer: the DiT with the distilled LoRA (two-stage); None: `transformer`.
-        upsample: video latent `(B, C, F, H, W)` -> `(B, C, F, 2H, 2W)`, normalized in and out.
-        encode_image: `(image file, height, width, crf)` -> latent `(1, C, 1, height/32, width/32)`
-            (read, CRF-compressed, resized and encoded as the reference does).
-        encode_video: `(video file, height, width, frames)` -> latent `(1, C, F', height/32, width/32)`
-            of its first `frames` frames (IC-LoRA's reference videos).
-        reference_downscale_factor: the IC-LoRA's: reference videos are encoded at 1/factor of the
-            stage's size (from the LoRA file's metadata).
-        geometry: latent sizes of the VAEs.
-        dtype: latent dtype of the sampler state (the DiT's parameter dtype, as the reference does).
-    """
-
-    transformer: Forward
-    geometry: LatentGeometry
-    dtype: jnp.dtype
-    stage_2_transformer: Forward | None = None
-    upsample: Callable[[jax.Array], jax.Array] | None = None
-    encode_image: Callable[[str | os.PathLike, int, int, int], jax.Array] | None = None
-    encode_video: Callable[[str | os.PathLike, int, int, int], jax.Array] | None = None
-    reference_downscale_factor: int = 1
-
-
-@dataclasses.dataclass(frozen=True)
-class Request:
-    """One generation. Frames 8k+1; height/width multiples of 32 (64 for the two-stage flows).
-    `negative` is the negative prompt's embeddings, needed when a cfg scale of `guidance` is not 1.
-    ic-lora: `reference_videos`, `skip_stage_2`, and how much the generated tokens and the references'
-    attend to each other: `reference_attention_strength`, times a pixel mask `(1, 1, F, H, W)` in
-    [0, 1] over the reference video (`reference_attention_mask`) when given."""
-
-    prompt: PromptEmbeddings
-    height: int
-    width: int
-    num_frames: int
-    frame_rate: float
-    seed: int
-    num_inference_steps: int = 30
-    guidance: Guidance = Guidance()
-    negative: PromptEmbeddings | None = None
-    images: tuple[ImageCondition, ...] = ()
-    max_batch_size: int | None = None
-    reference_videos: tuple[VideoCondition, ...] = ()
-    skip_stage_2: bool = False
-    reference_attention_strength: float = 1.0
-    reference_attention_mask: np.ndarray | None = None
-
-
-def check_flow(flow: str) -> None:
-    if flow not in FLOWS:
-        raise ValueError(f"flow must be one of {list(FLOWS)}, got {flow!r}.")
-
-
-def check_sizes(height: int, width: int, num_frames: int, frame_rate: float, flow: Flow) -> None:
-    """Raises `ValueError` naming the size and the fix: the VAE's 32x32x8 compression (64 in space
-    for the two-stage flows, whose first stage runs at half the size)."""
-    divisor = 32 if flow == "one-stage" else 64
-    for name, value in (("height", height), ("width", width)):
-        if value <= 0 or value % divisor:
-            raise ValueError(
-                f"{name}={value} must be a positive multiple of {divisor} for the {flow} flow "
-                f"(try {max(divisor, round(value / divisor) * divisor)})."
-            )
-    if num_frames < 1 or (num_frames - 1) % 8:
-        fix = (num_frames - 1) // 8 * 8 + 1
-        raise ValueError(f"num_frames={num_frames} must be 8k+1 (e.g. {max(fix, 1)} or {max(fix, 1) + 8}).")
-    if frame_rate <= 0:
-        raise ValueError(f"frame_rate must be positive, got {frame_rate}.")
-
-
-def check_images(images: Sequence[ImageCondition], num_frames: int) -> None:
-    for image in images:
-        if not isinstance(image, ImageCondition):
-            raise TypeError(f"images must hold ImageCondition(path, frame_idx, strength) entries, got {image!r}.")
-        if not 0 <= image.frame_idx < num_frames:
-            raise ValueError(
-                f"images: frame_idx={image.frame_idx} is outside the {num_frames} frames (0 to {num_frames - 1})."
-            )
-        if not 0.0 <= image.strength <= 1.0:
-            raise ValueError(f"images: strength={image.strength} must lie in [0, 1] (1 keeps the image exactly).")
-        if not isinstance(image.crf, int) or not 0 <= image.crf <= MAX_CRF:
-            raise ValueError(
-                f"images: crf={image.crf!r} must be an integer in [0, {MAX_CRF}] (H.264's range; "
-                f"{DEFAULT_IMAGE_CRF} is the reference's default, 0 skips the compression)."
-            )
-
-
-def check_reference_videos(videos: Sequence[VideoCondition], skip_stage_2: bool, flow: Flow) -> None:
-    """IC-LoRA's reference videos and `skip_stage_2`: given with the ic-lora flow (at least one video) only."""
-    if flow != "ic-lora":
-        if videos or skip_stage_2:
-            given = "reference_videos (--video-conditioning)" if videos else "skip_stage_2 (--skip-stage-2)"
-            raise ValueError(f"{given} belongs to the ic-lora flow; the {flow} flow does not use it.")
-        return
-    if not videos:
-        raise ValueError(
-            "The ic-lora flow needs at least one reference video: VideoCondition(path, strength) in "
-            "reference_videos (--video-conditioning PATH STRENGTH)."
-        )
-    for video in videos:
-        if not isinstance(video, VideoCondition):
-            raise TypeError(f"reference_videos must hold VideoCondition(path, strength) entries, got {video!r}.")
-        if not 0.0 <= video.strength <= 1.0:
-            raise ValueError(f"reference_videos: strength={video.strength} must lie in [0, 1] (1 keeps it exactly).")
-
-
-def check_reference_attention(strength: float, masked: bool, flow: Flow) -> None:
-    """ic-lora's attention strength in [0, 1]; it and a mask (`masked`) belong to the ic-lora flow only."""
-    if flow != "ic-lora" and (strength != 1.0 or masked):
-        raise ValueError(
-            f"The reference attention strength and mask (--conditioning-attention-mask) belong to the ic-lora flow; "
-            f"the {flow} flow does not use them."
-        )
-    if not 0.0 <= strength <= 1.0:
-        raise ValueError(f"reference_attention_strength={strength} must lie in [0, 1] (1: full attention).")
-
-
-def check_attention_mask(mask: np.ndarray | None) -> None:
-    """ic-lora's optional pixel mask: `(1, 1, F, H, W)` weights in [0, 1]."""
-    if mask is not None:
-        mask = np.asarray(mask)
-        if mask.ndim != 5 or mask.shape[:2] != (1, 1) or not np.all((mask >= 0) & (mask <= 1)):
-            raise ValueError(
-                "reference_attention_mask must be a (1, 1, F, H, W) array of weights in [0, 1]; "
-                f"got shape {mask.shape} and values in [{mask.min()}, {mask.max()}]."
-            )
-
-
-def validate(request: Request, flow: Flow) -> None:
-    """Raises before any device work, naming the argument and the fix."""
-    check_flow(flow)
-    check_sizes(request.height, request.width, request.num_frames, request.frame_rate, flow)
-    check_images(request.images, request.num_frames)
-    check_reference_videos(request.reference_videos, request.skip_stage_2, flow)
-    check_reference_attention(request.reference_attention_strength, request.reference_attention_mask is not None, flow)
-    check_attention_mask(request.reference_attention_mask)
-    if flow not in UNGUIDED_FLOWS and request.guidance.needs_negative_prompt() and request.negative is None:
-        raise ValueError(
-            "A cfg scale != 1 needs the negative prompt's embeddings (Request.negative); pass them, or set both "
-            "cfg scales to 1."
-        )
 
 
 def generate(
@@ -240,19 +70,26 @@ def generate(
     if flow == "one-stage":
         sigmas = ltx2_sigmas(request.num_inference_steps)
         return _stage(components, request, 1, sigmas, key, request.guidance, "denoising")
+    if flow == "retake":
+        return _retake(components, request, key)
     guided = flow in GUIDED_TWO_STAGE_FLOWS
     if components.upsample is None and not request.skip_stage_2:
         raise ValueError(f"The {flow} flow needs the spatial upsampler (components.upsample).")
     stage_1_sigmas = _stage_1_sigmas(components, request, flow)
+    timed = functools.partial(_timed, {} if timings is None else timings)
+    audio = None
+    if flow == "a2vid":
+        audio = timed("audio_encoding", _input_audio_latent, components, request)
+        request = _audio_unguided(request)
     guidance = request.guidance if guided else Guidance()
     options = {
         "keyframes_only": flow == "keyframe-interpolation",
         "sampler": "res2s" if flow == "two-stage-hq" else "euler",
+        "audio_conditionings": [keep_all] if flow == "a2vid" else [],
     }
-    timed = functools.partial(_timed, {} if timings is None else timings)
     video, audio = timed(
         "stage_1_denoising", _stage, components, request, 2, stage_1_sigmas, key, guidance, "stage 1", **options,
-        references=request.reference_videos,
+        initial=(None, audio), references=request.reference_videos,
     )  # fmt: skip
     if request.skip_stage_2:
         return video, audio
@@ -276,6 +113,64 @@ def _stage_1_sigmas(components: Components, request: Request, flow: Flow) -> np.
     return ltx2_sigmas(request.num_inference_steps, tokens=components.geometry.video(half).token_count())
 
 
+def _input_audio_latent(components: Components, request: Request) -> np.ndarray:
+    """a2vid's input audio encoded and cut to the video's duration (`A2VidPipelineTwoStage.__call__`)."""
+    if components.encode_audio is None:
+        raise ValueError("The a2vid flow needs the audio VAE encoder (components.encode_audio).")
+    audio = request.audio
+    latent = np.asarray(components.encode_audio(audio.waveform, audio.sample_rate))
+    shape = VideoPixelShape(1, request.num_frames, request.height, request.width, request.frame_rate)
+    frames = components.geometry.audio(shape).frames
+    if latent.shape[2] < frames:
+        raise ValueError(
+            f"The input audio lasts {audio.waveform.shape[1] / audio.sample_rate:.3f} s ({latent.shape[2]} latent "
+            f"frames); {request.num_frames} frames at {request.frame_rate} fps need "
+            f"{request.num_frames / request.frame_rate:.3f} s ({frames}). Give a longer audio (--audio-path, "
+            "--audio-start-time), or fewer frames."
+        )
+    return latent[:, :, :frames]
+
+
+def _retake(components: Components, request: Request, key: jax.Array) -> tuple[jax.Array | None, jax.Array | None]:
+    """retake (`RetakePipeline.__call__`): one guided stage at the source's size, starting from its encoded
+    video and audio, generating only the span again (`regenerate_time_span`); a source without audio
+    has all of its audio generated."""
+    if components.encode_video is None or components.encode_audio is None:
+        raise ValueError("The retake flow needs the video and audio VAE encoders (components.encode_video/_audio).")
+    span = request.retake
+    video = components.encode_video(span.video, request.height, request.width, request.num_frames)
+    audio, audio_conditionings = None, []
+    if request.audio is not None:
+        shape = VideoPixelShape(1, request.num_frames, request.height, request.width, request.frame_rate)
+        encoded = np.asarray(components.encode_audio(request.audio.waveform, request.audio.sample_rate))
+        audio = _fitted(encoded, components.geometry.audio(shape).frames)
+        audio_conditionings = [functools.partial(regenerate_time_span, **_span(span.window("audio")))]
+    return _stage(
+        components, request, 1, ltx2_sigmas(request.num_inference_steps), key, request.guidance, "retake",
+        initial=(video, audio), audio_conditionings=audio_conditionings,
+        conditionings=[functools.partial(regenerate_time_span, **_span(span.window("video")))],
+    )  # fmt: skip
+
+
+def _span(window: tuple[float, float]) -> dict[str, float]:
+    return {"start_time": window[0], "end_time": window[1]}
+
+
+def _fitted(latent: np.ndarray, frames: int) -> np.ndarray:
+    """`latent` `(B, C, T, M)` cut, or zero-padded, to `frames` (retake's `_encode_audio_for_retake`)."""
+    if latent.shape[2] >= frames:
+        return latent[:, :, :frames]
+    pad = np.zeros((*latent.shape[:2], frames - latent.shape[2], latent.shape[3]), latent.dtype)
+    return np.concatenate([latent, pad], axis=2)
+
+
+def _audio_unguided(request: Request) -> Request:
+    """a2vid's audio is fixed: it gets no guidance, and its unconditional pass sees the prompt's audio
+    context (the reference's audio guider has no negative context)."""
+    negative = None if request.negative is None else PromptEmbeddings(request.negative.video, request.prompt.audio)
+    return dataclasses.replace(request, guidance=Guidance(request.guidance.video), negative=negative)
+
+
 def _timed(timings: dict[str, float], phase: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
     """`fn(*args, **kwargs)`, waited for, its wall seconds added to `timings[phase]`."""
     start = time.perf_counter()
@@ -297,6 +192,8 @@ def _stage(
     keyframes_only: bool = False,
     sampler: Sampler = "euler",
     references: Sequence[VideoCondition] = (),
+    audio_conditionings: Sequence[Conditioning] = (),
+    conditionings: Sequence[Conditioning] = (),
 ) -> tuple[jax.Array | None, jax.Array | None]:
     shape = VideoPixelShape(
         1, request.num_frames, request.height // downscale, request.width // downscale, request.frame_rate
@@ -314,6 +211,7 @@ def _stage(
         conditionings=[
             *_image_conditionings(components, request.images, shape, keyframes_only),
             *_reference_conditionings(components, references, shape, request),
+            *conditionings,
         ],
         initial_video_latent=None if initial[0] is None else np.asarray(initial[0]),
         initial_audio_latent=None if initial[1] is None else np.asarray(initial[1]),
@@ -321,6 +219,7 @@ def _stage(
         max_batch_size=request.max_batch_size,
         description=description,
         sampler=sampler,
+        audio_conditionings=audio_conditionings,
     )
 
 

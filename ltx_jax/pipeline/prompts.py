@@ -17,7 +17,7 @@ from ltx_jax.config import LTXConfig
 from ltx_jax.parallel import make_mesh
 from ltx_jax.pipeline.components import encode_texts
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_prompt_encoder
-from ltx_jax.pipeline.pipelines import UNGUIDED_FLOWS, Flow, check_flow
+from ltx_jax.pipeline.requests import UNGUIDED_FLOWS, Flow, check_flow
 from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
 

@@ -12,21 +12,25 @@ import math
 import numbers
 import os
 
+from ltx_jax.pipeline.audio_files import audio_duration, check_audio_file
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
 from ltx_jax.pipeline.images import check_image_readable
-from ltx_jax.pipeline.pipelines import (
+from ltx_jax.pipeline.requests import (
     UNGUIDED_FLOWS,
     Flow,
     ImageCondition,
+    RetakeSpan,
     VideoCondition,
     check_flow,
     check_images,
     check_reference_attention,
     check_reference_videos,
+    check_retake,
     check_sizes,
 )
 from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES
 from ltx_jax.pipeline.stages import Guidance
+from ltx_jax.pipeline.video_files import video_metadata
 
 DEFAULT_NEGATIVE_PROMPT = (
     "blurry, out of focus, overexposed, underexposed, low contrast, washed out colors, excessive noise, "
@@ -99,6 +103,8 @@ def checkpoint_defaults(is_ltx_2_3: bool, flow: Flow) -> GenerationDefaults:
     defaults = _LTX_2_3 if is_ltx_2_3 else _LTX_2
     if flow == "one-stage":
         return defaults
+    if flow == "retake":  # RetakePipeline.__call__'s 40 steps and empty negative prompt, its command's seed
+        return dataclasses.replace(defaults, num_inference_steps=40, seed=42, negative_prompt="")
     if flow == "two-stage-hq":
         return _HQ
     return dataclasses.replace(defaults, height=2 * defaults.height, width=2 * defaults.width)
@@ -122,6 +128,12 @@ class GenerationSettings:
         reference_attention_strength: ic-lora: how much generated and reference tokens attend to each
             other (1: fully), times `attention_mask_video` (a grayscale video over the reference's
             frames, white = 1) where given.
+        audio_path: a2vid: the audio file (wav, mp3, m4a, or a video's audio track) the video is
+            generated around; it is also the output's audio track.
+        audio_start_time, audio_max_duration: a2vid: seconds into the file to start at, and how many
+            to read (None: the video's duration, num_frames / frame_rate).
+        retake: the retake flow's source video and span (`RetakeSpan`); the size, frames and frame
+            rate are the source's (leave them unset).
     """
 
     height: int | None = None
@@ -136,6 +148,10 @@ class GenerationSettings:
     skip_stage_2: bool = False
     reference_attention_strength: float = 1.0
     attention_mask_video: str | os.PathLike | None = None
+    audio_path: str | os.PathLike | None = None
+    audio_start_time: float = 0.0
+    audio_max_duration: float | None = None
+    retake: RetakeSpan | None = None
 
     def resolve(self, defaults: GenerationDefaults, flow: Flow) -> GenerationSettings:
         """Every None replaced by its default, checked for `flow`. Raises `ValueError`/`TypeError`
@@ -148,15 +164,18 @@ class GenerationSettings:
                     f"{name}={value!r}: the {flow} flow runs fixed sigmas (8 + 3 steps) without guidance; "
                     "leave it unset, or use the one-stage or two-stage flow."
                 )
-        resolved = GenerationSettings(
-            **{field: _or(getattr(self, field), getattr(defaults, field)) for field in _DEFAULTED},
+        given = {field: getattr(self, field) for field in _DEFAULTED}
+        if flow == "retake":
+            given.update(_source_size(self.retake, given))
+        resolved = dataclasses.replace(
+            self,
+            **{field: _or(value, getattr(defaults, field)) for field, value in given.items()},
             images=tuple(self.images),
             guidance=Guidance() if distilled else _or(self.guidance, defaults.guidance),
             reference_videos=tuple(self.reference_videos),
-            skip_stage_2=self.skip_stage_2,
-            reference_attention_strength=self.reference_attention_strength,
-            attention_mask_video=self.attention_mask_video,
         )
+        if flow == "a2vid" and self.audio_max_duration is None and _is_number(resolved.frame_rate):
+            resolved = dataclasses.replace(resolved, audio_max_duration=resolved.num_frames / resolved.frame_rate)
         if distilled:
             resolved = dataclasses.replace(resolved, num_inference_steps=len(DISTILLED_SIGMA_VALUES) - 1)
         resolved._check(flow)
@@ -174,6 +193,8 @@ class GenerationSettings:
             raise TypeError(
                 f"guidance must be a Guidance(video=MultiModalGuiderParams(...), audio=...), got {self.guidance!r}."
             )
+        if flow == "retake" and self.images:
+            raise ValueError("images (--image): the retake flow takes none; its source video conditions it.")
         check_images(self.images, self.num_frames)
         for image in self.images:
             if not os.path.isfile(image.image):
@@ -187,13 +208,74 @@ class GenerationSettings:
         for name, path in named:
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"{name}: {os.fspath(path)!r} does not exist.")
+        self._check_audio(flow)
+        check_retake(self.retake, self.num_frames, self.frame_rate, flow)
+
+    def _check_audio(self, flow: Flow) -> None:
+        """a2vid's audio file: given (only) for a2vid, readable, and covering the video from the start time."""
+        if flow != "a2vid":
+            if self.audio_path is not None:
+                raise ValueError(
+                    f"audio_path (--audio-path) belongs to the a2vid flow; the {flow} flow generates its own audio."
+                )
+            return
+        if self.audio_path is None:
+            raise ValueError("The a2vid flow needs audio_path (--audio-path FILE): the audio to generate a video for.")
+        video_seconds = self.num_frames / self.frame_rate
+        if _is_number(self.audio_max_duration) and self.audio_max_duration < video_seconds:
+            raise ValueError(
+                f"audio_max_duration (--audio-max-duration) {self.audio_max_duration} s is shorter than the video "
+                f"({self.num_frames} frames at {self.frame_rate} fps = {video_seconds:.3f} s); give at least "
+                f"{video_seconds:.3f}, or leave it unset."
+            )
+        check_audio_file(self.audio_path, self.audio_start_time, self.audio_max_duration)
+        available = audio_duration(self.audio_path) - self.audio_start_time
+        # one latent frame (40 ms) of slack: the encoder's last latent frame covers a partial one; the flow
+        # checks the encoded latent's length exactly
+        if available < video_seconds - AUDIO_LATENT_SECONDS:
+            raise ValueError(
+                f"audio_path (--audio-path) {os.fspath(self.audio_path)!r} has {available:.3f} s of audio after "
+                f"--audio-start-time {self.audio_start_time}; the video ({self.num_frames} frames at "
+                f"{self.frame_rate} fps) lasts {video_seconds:.3f} s. Use a longer audio, an earlier start, or "
+                f"fewer frames (e.g. --num-frames {max(1, int(available * self.frame_rate) // 8 * 8 + 1)})."
+            )
 
 
+AUDIO_LATENT_SECONDS = 0.04  # one audio latent frame: 4 mel frames of 160 samples at 16 kHz
 _DEFAULTED = ("height", "width", "num_frames", "frame_rate", "num_inference_steps", "seed")
 
 
 def _or(value: object, default: object) -> object:
     return default if value is None else value
+
+
+def _source_size(span: RetakeSpan | None, given: dict[str, object]) -> dict[str, object]:
+    """retake generates at its source video's size, frames and frame rate (`get_videostream_metadata`)."""
+    fixed = [name for name in ("height", "width", "num_frames", "frame_rate") if given[name] is not None]
+    if fixed:
+        raise ValueError(
+            f"{', '.join(fixed)}: the retake flow keeps its source video's size, frames and frame rate; "
+            "leave them unset."
+        )
+    if not isinstance(span, RetakeSpan):
+        raise TypeError(
+            "The retake flow needs retake=RetakeSpan(video, start_time, end_time) (--video-path, --start-time, "
+            f"--end-time), got {span!r}."
+        )
+    if not os.path.isfile(span.video):
+        raise FileNotFoundError(f"retake: the source video (--video-path) {os.fspath(span.video)!r} does not exist.")
+    fps, frames, width, height = video_metadata(span.video)
+    if (frames - 1) % 8 or width % 32 or height % 32:
+        raise ValueError(
+            f"retake: the source video (--video-path) {os.fspath(span.video)!r} is {width}x{height} with {frames} "
+            "frames; the VAE takes 8k+1 frames and sizes that are multiples of 32 (ltx-pipelines' retake asks the "
+            f"same): cut it to {(frames - 1) // 8 * 8 + 1} frames and {width // 32 * 32}x{height // 32 * 32} first."
+        )
+    return {"height": height, "width": width, "num_frames": frames, "frame_rate": fps}
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_integer(name: str, value: object) -> None:

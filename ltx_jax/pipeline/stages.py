@@ -80,10 +80,12 @@ def denoise_audio_video(
     max_batch_size: int | None = None,
     description: str = "denoising",
     sampler: Sampler = "euler",
+    audio_conditionings: Sequence[Conditioning] = (),
 ) -> tuple[jax.Array | None, jax.Array | None]:
     """Denoises from noise (or a noised initial latent) along `sigmas`, guided per `guidance` against
     the `negative` prompt's embeddings (needed when a cfg scale is not 1), with the Euler sampler or
-    res_2s (`res2s.py`, the HQ flow's).
+    res_2s (`res2s.py`, the HQ flow's). `conditionings` apply to the video state, `audio_conditionings`
+    to the audio's, before the noise (e.g. `keep_all`: the audio stays `initial_audio_latent`).
 
     Returns the video latent `(B, C, F, H, W)` and audio latent `(B, C, T, M)` (None where the
     prompt has no context for that modality).
@@ -98,6 +100,8 @@ def denoise_audio_video(
         video = _noised(video, key_video, noise_scale, dtype)
     if prompt.audio is not None:
         audio = patchifiers.initial_audio_state(audio_shape, initial_audio_latent, dtype)
+        for condition in audio_conditionings:
+            audio = condition(audio, audio_shape)
         audio = _noised(audio, key_audio, noise_scale, dtype)
     negative = negative or PromptEmbeddings(None, None)
     denoiser = GuidedDenoiser(

@@ -1,6 +1,8 @@
-"""Conditioning videos (IC-LoRA's reference video): read with PyAV, each frame resized and cropped.
+"""Conditioning videos (IC-LoRA's reference video, retake's source): read with PyAV, each frame resized
+and cropped.
 
-Source: `ltx_pipelines/utils/media_io.py::load_video_conditioning` and `decode_video_from_file`:
+Source: `ltx_pipelines/utils/media_io.py::load_video_conditioning`, `decode_video_from_file` and
+`get_videostream_metadata`:
 the first `frame_cap` frames as RGB, each resized to cover `height x width` and centre-cropped as
 conditioning images are (`images.resize_and_center_crop`, without the CRF round trip), scaled to
 [-1, 1].
@@ -33,6 +35,24 @@ def read_video_frames(path: str | os.PathLike, frame_cap: int) -> np.ndarray:
     except av.error.FFmpegError as error:
         raise ValueError(f"The conditioning video {os.fspath(path)!r} cannot be decoded ({error}).") from None
     return np.stack(frames)
+
+
+def video_metadata(path: str | os.PathLike) -> tuple[float, int, int, int]:
+    """`(fps, frames, width, height)` of `path`'s first video stream (`get_videostream_metadata`: the
+    frames are counted by decoding where the container does not state them)."""
+    import av  # noqa: PLC0415
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"The video {os.fspath(path)!r} does not exist.")
+    try:
+        with av.open(os.fspath(path)) as container:
+            if not container.streams.video:
+                raise ValueError(f"The video {os.fspath(path)!r} has no video stream.")
+            stream = container.streams.video[0]
+            frames = stream.frames or sum(1 for _ in container.decode(stream))
+            return float(stream.average_rate), frames, stream.codec_context.width, stream.codec_context.height
+    except av.error.FFmpegError as error:
+        raise ValueError(f"The video {os.fspath(path)!r} cannot be decoded ({error}).") from None
 
 
 def load_video_conditioning(path: str | os.PathLike, height: int, width: int, frame_cap: int) -> np.ndarray:

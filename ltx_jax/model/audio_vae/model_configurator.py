@@ -1,10 +1,14 @@
-"""Builders from a checkpoint's `config` JSON, and the checkpoint-key selections, for the audio decoder and vocoders.
+"""Builders from a checkpoint's `config` JSON, and the checkpoint-key selections, for the audio encoder,
+decoder and vocoders.
 
 Source: `ltx_core/model/audio_vae/model_configurator.py`. The builders read the same keys with the
-same defaults as `AudioDecoderConfigurator` / `VocoderConfigurator` (1.0.0's `from_config(config)`;
-upstream's `from_metadata` reads the same dict from `metadata["config"]`). The selections mirror
-`AUDIO_VAE_DECODER_COMFY_KEYS_FILTER` and `VOCODER_COMFY_KEYS_FILTER`:
+same defaults as `AudioEncoderConfigurator` / `AudioDecoderConfigurator` / `VocoderConfigurator` (1.0.0's
+`from_config(config)`; upstream's `from_metadata` reads the same dict from `metadata["config"]`). The
+selections mirror `AUDIO_VAE_ENCODER_COMFY_KEYS_FILTER`, `AUDIO_VAE_DECODER_COMFY_KEYS_FILTER` and
+`VOCODER_COMFY_KEYS_FILTER`:
 
+    encoder = audio_encoder_from_config(config, rngs=nnx.Rngs(0))
+    ltx_jax.load_state_dict(encoder, audio_encoder_state_dict(checkpoint), prefix="")
     decoder = audio_decoder_from_config(config, rngs=nnx.Rngs(0))
     ltx_jax.load_state_dict(decoder, audio_decoder_state_dict(checkpoint), prefix="")
     vocoder = vocoder_from_config(config, rngs=nnx.Rngs(0))
@@ -20,11 +24,13 @@ from typing import Any, TypeVar
 import jax.numpy as jnp
 from flax import nnx
 
-from ltx_jax.model.audio_vae.audio_vae import AudioDecoder
+from ltx_jax.model.audio_vae.attention import AttentionType
+from ltx_jax.model.audio_vae.audio_vae import AudioDecoder, AudioEncoder
 from ltx_jax.model.audio_vae.causality_axis import CausalityAxis
 from ltx_jax.model.audio_vae.vocoder import MelSTFT, Vocoder, VocoderWithBWE
 from ltx_jax.model.common.normalization import NormType
 
+ENCODER_PREFIX = "audio_vae.encoder."
 DECODER_PREFIX = "audio_vae.decoder."
 STATISTICS_PREFIX = "audio_vae.per_channel_statistics."
 VOCODER_PREFIX = "vocoder."
@@ -48,6 +54,51 @@ def _enum(cls: type[_E], section: str, key: str, value: Any) -> _E:  # noqa: ANN
         raise ValueError(f"config {section}.{key} is {value!r}; use one of {choices}.") from None
 
 
+def audio_encoder_from_config(
+    config: Mapping[str, Any], *, rngs: nnx.Rngs, param_dtype: jnp.dtype = jnp.float32
+) -> AudioEncoder:
+    """`AudioEncoderConfigurator.from_config`: the checkpoint's `config` JSON -> `AudioEncoder`.
+
+    ddconfig's `dropout` is read by ltx-core but only acts in training, so it is not read here."""
+    audio_vae_cfg = config.get("audio_vae", {})
+    model_params = audio_vae_cfg.get("model", {}).get("params", {})
+    ddconfig = model_params.get("ddconfig", {})
+    preprocessing = audio_vae_cfg.get("preprocessing", {})
+    stft_cfg = preprocessing.get("stft", {})
+    section = "audio_vae.model.params.ddconfig"
+    return AudioEncoder(
+        ch=ddconfig.get("ch", 128),
+        ch_mult=tuple(ddconfig.get("ch_mult", (1, 2, 4))),
+        num_res_blocks=ddconfig.get("num_res_blocks", 2),
+        attn_resolutions=ddconfig.get("attn_resolutions", {8, 16, 32}),
+        resolution=ddconfig.get("resolution", 256),
+        z_channels=ddconfig.get("z_channels", 8),
+        double_z=ddconfig.get("double_z", True),
+        resamp_with_conv=ddconfig.get("resamp_with_conv", True),
+        in_channels=ddconfig.get("in_channels", 2),
+        attn_type=_enum(AttentionType, section, "attn_type", ddconfig.get("attn_type", "vanilla")),
+        mid_block_add_attention=ddconfig.get("mid_block_add_attention", True),
+        norm_type=_enum(NormType, section, "norm_type", ddconfig.get("norm_type", "pixel")),
+        causality_axis=_enum(CausalityAxis, section, "causality_axis", ddconfig.get("causality_axis", "height")),
+        sample_rate=model_params.get("sampling_rate", 16000),
+        mel_hop_length=stft_cfg.get("hop_length", 160),
+        n_fft=stft_cfg.get("filter_length", 1024),
+        is_causal=stft_cfg.get("causal", True),
+        mel_bins=_mel_bins(audio_vae_cfg),
+        rngs=rngs,
+        param_dtype=param_dtype,
+    )
+
+
+def _mel_bins(audio_vae_cfg: Mapping[str, Any]) -> int | None:
+    """ltx-core's lookup order: ddconfig, then the mel preprocessing, then the variables section."""
+    return (
+        audio_vae_cfg.get("model", {}).get("params", {}).get("ddconfig", {}).get("mel_bins")
+        or audio_vae_cfg.get("preprocessing", {}).get("mel", {}).get("n_mel_channels")
+        or audio_vae_cfg.get("variables", {}).get("mel_bins")
+    )
+
+
 def audio_decoder_from_config(
     config: Mapping[str, Any], *, rngs: nnx.Rngs, param_dtype: jnp.dtype = jnp.float32
 ) -> AudioDecoder:
@@ -57,11 +108,6 @@ def audio_decoder_from_config(
     ddconfig = model_params.get("ddconfig", {})
     preprocessing = audio_vae_cfg.get("preprocessing", {})
     stft_cfg = preprocessing.get("stft", {})
-    mel_bins = (
-        ddconfig.get("mel_bins")
-        or preprocessing.get("mel", {}).get("n_mel_channels")
-        or audio_vae_cfg.get("variables", {}).get("mel_bins")
-    )
     section = "audio_vae.model.params.ddconfig"
     return AudioDecoder(
         ch=ddconfig.get("ch", 128),
@@ -77,7 +123,7 @@ def audio_decoder_from_config(
         sample_rate=model_params.get("sampling_rate", 16000),
         mel_hop_length=stft_cfg.get("hop_length", 160),
         is_causal=stft_cfg.get("causal", True),
-        mel_bins=mel_bins,
+        mel_bins=_mel_bins(audio_vae_cfg),
         rngs=rngs,
         param_dtype=param_dtype,
     )
@@ -147,16 +193,26 @@ def vocoder_from_config(
     )
 
 
-def audio_decoder_state_dict(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
-    """The `AudioDecoder` keys of a checkpoint: `audio_vae.decoder.X` -> `X`,
-    `audio_vae.per_channel_statistics.X` -> `per_channel_statistics.X`; everything else is dropped."""
+def _audio_vae_state_dict(checkpoint: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     selected = {}
     for key, value in checkpoint.items():
-        if key.startswith(DECODER_PREFIX):
-            selected[key.removeprefix(DECODER_PREFIX)] = value
+        if key.startswith(prefix):
+            selected[key.removeprefix(prefix)] = value
         elif key.startswith(STATISTICS_PREFIX):
             selected["per_channel_statistics." + key.removeprefix(STATISTICS_PREFIX)] = value
     return selected
+
+
+def audio_encoder_state_dict(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
+    """The `AudioEncoder` keys of a checkpoint: `audio_vae.encoder.X` -> `X`,
+    `audio_vae.per_channel_statistics.X` -> `per_channel_statistics.X`; everything else is dropped."""
+    return _audio_vae_state_dict(checkpoint, ENCODER_PREFIX)
+
+
+def audio_decoder_state_dict(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
+    """The `AudioDecoder` keys of a checkpoint: `audio_vae.decoder.X` -> `X`,
+    `audio_vae.per_channel_statistics.X` -> `per_channel_statistics.X`; everything else is dropped."""
+    return _audio_vae_state_dict(checkpoint, DECODER_PREFIX)
 
 
 def vocoder_state_dict(checkpoint: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Per-channel latent statistics of the audio VAE, and `Buffer`, the checkpoint-stored constant.
 
-Source: `ltx_core/model/audio_vae/ops.py`. `AudioProcessor` (waveform -> log-mel through torchaudio)
-feeds only the audio encoder and is not ported.
+Source: `ltx_core/model/audio_vae/ops.py`. Its `AudioProcessor` (waveform -> log-mel through
+torchaudio) is ported in numpy, in `audio_processor.py`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ class PerChannelStatistics(nnx.Module):
         setattr(self, "mean-of-means", Buffer(jnp.zeros((latent_channels,), param_dtype)))
 
     def un_normalize(self, x: jax.Array) -> jax.Array:
-        """x (..., C) -> x * std + mean (the encoder-side `normalize` is not ported)."""
+        """x (..., C) -> x * std + mean (the decoder's input)."""
         std, mean = getattr(self, "std-of-means")[...], getattr(self, "mean-of-means")[...]
         return x * std.astype(x.dtype) + mean.astype(x.dtype)
+
+    def normalize(self, x: jax.Array) -> jax.Array:
+        """x (..., C) -> (x - mean) / std (the encoder's output)."""
+        std, mean = getattr(self, "std-of-means")[...], getattr(self, "mean-of-means")[...]
+        return (x - mean.astype(x.dtype)) / std.astype(x.dtype)

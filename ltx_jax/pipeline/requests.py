@@ -1,0 +1,290 @@
+"""What a flow is asked for and what it calls: flows, conditioning inputs, `Components`, `Request`,
+and the checks a request passes before any device work.
+
+Every check raises `ValueError`/`TypeError` naming the argument, its value and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ltx_jax.pipeline.denoisers import Forward
+from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
+from ltx_jax.pipeline.stages import Guidance, LatentGeometry, PromptEmbeddings
+
+Flow = Literal[
+    "one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation", "ic-lora", "a2vid", "retake"
+]  # fmt: skip
+FLOWS: tuple[Flow, ...] = (
+    "one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation", "ic-lora", "a2vid", "retake"
+)  # fmt: skip
+# One stage at the requested size (no upsampler): sizes are multiples of 32, not 64.
+SINGLE_STAGE_FLOWS: tuple[Flow, ...] = ("one-stage", "retake")
+# These encode audio (the audio VAE encoder): a2vid's input, retake's source track.
+AUDIO_INPUT_FLOWS: tuple[Flow, ...] = ("a2vid", "retake")
+# The distilled model's fixed sigmas (8 + 3 steps) without guidance: no steps, guidance or negative prompt.
+UNGUIDED_FLOWS: tuple[Flow, ...] = ("distilled", "ic-lora")
+MAX_CRF = 51  # libx264's worst quality
+# Guided stage 1 at half size, then stage 2 with the distilled LoRA: these need `distilled_lora`.
+GUIDED_TWO_STAGE_FLOWS: tuple[Flow, ...] = ("two-stage", "two-stage-hq", "keyframe-interpolation", "a2vid")
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageCondition:
+    """The image file `image` placed at pixel frame `frame_idx`, keeping `strength` of it; `crf` is the
+    H.264 quality it is compressed at first, as the model's training frames were (0: not compressed)."""
+
+    image: str | os.PathLike
+    frame_idx: int
+    strength: float
+    crf: int = DEFAULT_IMAGE_CRF
+
+
+@dataclasses.dataclass(frozen=True)
+class VideoCondition:
+    """IC-LoRA's reference video `video` (e.g. a depth or pose video), kept at `strength` (1: exactly)."""
+
+    video: str | os.PathLike
+    strength: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class AudioInput:
+    """a2vid's input audio: a `(channels, samples)` float32 waveform in [-1, 1] at `sample_rate` Hz
+    (what `audio_files.read_audio` returns), at least as long as the video."""
+
+    waveform: np.ndarray
+    sample_rate: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RetakeSpan:
+    """retake: the source video `video` whose `[start_time, end_time)` seconds are generated again (in
+    its video, its audio, or both), the rest kept."""
+
+    video: str | os.PathLike
+    start_time: float
+    end_time: float
+    regenerate_video: bool = True
+    regenerate_audio: bool = True
+
+    def window(self, modality: Literal["video", "audio"]) -> tuple[float, float]:
+        """The span a modality regenerates: empty where it is kept whole."""
+        regenerate = self.regenerate_video if modality == "video" else self.regenerate_audio
+        return (self.start_time, self.end_time) if regenerate else (0.0, 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Components:
+    """What a flow calls. `transformer` is the DiT (e.g. `SequenceParallel`); the rest are optional
+    where a flow does not need them (`upsample` for two-stage/distilled, `encode_image` for images).
+
+    Attributes:
+        transformer: velocity DiT `forward(video, audio, perturbations)`.
+        stage_2_transformer: the DiT with the distilled LoRA (two-stage); None: `transformer`.
+        upsample: video latent `(B, C, F, H, W)` -> `(B, C, F, 2H, 2W)`, normalized in and out.
+        encode_image: `(image file, height, width, crf)` -> latent `(1, C, 1, height/32, width/32)`
+            (read, CRF-compressed, resized and encoded as the reference does).
+        encode_video: `(video file, height, width, frames)` -> latent `(1, C, F', height/32, width/32)`
+            of its first `frames` frames (IC-LoRA's reference videos).
+        encode_audio: `(waveform (channels, samples), sample rate)` -> normalized audio latent
+            `(1, C, T, M)` (resampled, mel spectrogram, audio VAE encoder: ltx-core's `encode_audio`).
+        reference_downscale_factor: the IC-LoRA's: reference videos are encoded at 1/factor of the
+            stage's size (from the LoRA file's metadata).
+        geometry: latent sizes of the VAEs.
+        dtype: latent dtype of the sampler state (the DiT's parameter dtype, as the reference does).
+    """
+
+    transformer: Forward
+    geometry: LatentGeometry
+    dtype: jnp.dtype
+    stage_2_transformer: Forward | None = None
+    upsample: Callable[[jax.Array], jax.Array] | None = None
+    encode_image: Callable[[str | os.PathLike, int, int, int], jax.Array] | None = None
+    encode_video: Callable[[str | os.PathLike, int, int, int], jax.Array] | None = None
+    encode_audio: Callable[[np.ndarray, int], jax.Array] | None = None
+    reference_downscale_factor: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One generation. Frames 8k+1; height/width multiples of 32 (64 for the two-stage flows).
+    `negative` is the negative prompt's embeddings, needed when a cfg scale of `guidance` is not 1.
+    ic-lora: `reference_videos`, `skip_stage_2`, and how much the generated tokens and the references'
+    attend to each other: `reference_attention_strength`, times a pixel mask `(1, 1, F, H, W)` in
+    [0, 1] over the reference video (`reference_attention_mask`) when given.
+    a2vid: `audio`, the input audio the video is generated around (its latent stays fixed).
+    retake: `retake`, the source video and the span to generate again (the size and frames are the
+    source's); `audio` its audio track (None: it has none, and the whole audio is generated)."""
+
+    prompt: PromptEmbeddings
+    height: int
+    width: int
+    num_frames: int
+    frame_rate: float
+    seed: int
+    num_inference_steps: int = 30
+    guidance: Guidance = Guidance()
+    negative: PromptEmbeddings | None = None
+    images: tuple[ImageCondition, ...] = ()
+    max_batch_size: int | None = None
+    reference_videos: tuple[VideoCondition, ...] = ()
+    skip_stage_2: bool = False
+    reference_attention_strength: float = 1.0
+    reference_attention_mask: np.ndarray | None = None
+    audio: AudioInput | None = None
+    retake: RetakeSpan | None = None
+
+
+def check_flow(flow: str) -> None:
+    if flow not in FLOWS:
+        raise ValueError(f"flow must be one of {list(FLOWS)}, got {flow!r}.")
+
+
+def check_sizes(height: int, width: int, num_frames: int, frame_rate: float, flow: Flow) -> None:
+    """Raises `ValueError` naming the size and the fix: the VAE's 32x32x8 compression (64 in space
+    for the two-stage flows, whose first stage runs at half the size)."""
+    divisor = 32 if flow in SINGLE_STAGE_FLOWS else 64
+    for name, value in (("height", height), ("width", width)):
+        if value <= 0 or value % divisor:
+            raise ValueError(
+                f"{name}={value} must be a positive multiple of {divisor} for the {flow} flow "
+                f"(try {max(divisor, round(value / divisor) * divisor)})."
+            )
+    if num_frames < 1 or (num_frames - 1) % 8:
+        fix = (num_frames - 1) // 8 * 8 + 1
+        raise ValueError(f"num_frames={num_frames} must be 8k+1 (e.g. {max(fix, 1)} or {max(fix, 1) + 8}).")
+    if frame_rate <= 0:
+        raise ValueError(f"frame_rate must be positive, got {frame_rate}.")
+
+
+def check_images(images: Sequence[ImageCondition], num_frames: int) -> None:
+    for image in images:
+        if not isinstance(image, ImageCondition):
+            raise TypeError(f"images must hold ImageCondition(path, frame_idx, strength) entries, got {image!r}.")
+        if not 0 <= image.frame_idx < num_frames:
+            raise ValueError(
+                f"images: frame_idx={image.frame_idx} is outside the {num_frames} frames (0 to {num_frames - 1})."
+            )
+        if not 0.0 <= image.strength <= 1.0:
+            raise ValueError(f"images: strength={image.strength} must lie in [0, 1] (1 keeps the image exactly).")
+        if not isinstance(image.crf, int) or not 0 <= image.crf <= MAX_CRF:
+            raise ValueError(
+                f"images: crf={image.crf!r} must be an integer in [0, {MAX_CRF}] (H.264's range; "
+                f"{DEFAULT_IMAGE_CRF} is the reference's default, 0 skips the compression)."
+            )
+
+
+def check_reference_videos(videos: Sequence[VideoCondition], skip_stage_2: bool, flow: Flow) -> None:
+    """IC-LoRA's reference videos and `skip_stage_2`: given with the ic-lora flow (at least one video) only."""
+    if flow != "ic-lora":
+        if videos or skip_stage_2:
+            given = "reference_videos (--video-conditioning)" if videos else "skip_stage_2 (--skip-stage-2)"
+            raise ValueError(f"{given} belongs to the ic-lora flow; the {flow} flow does not use it.")
+        return
+    if not videos:
+        raise ValueError(
+            "The ic-lora flow needs at least one reference video: VideoCondition(path, strength) in "
+            "reference_videos (--video-conditioning PATH STRENGTH)."
+        )
+    for video in videos:
+        if not isinstance(video, VideoCondition):
+            raise TypeError(f"reference_videos must hold VideoCondition(path, strength) entries, got {video!r}.")
+        if not 0.0 <= video.strength <= 1.0:
+            raise ValueError(f"reference_videos: strength={video.strength} must lie in [0, 1] (1 keeps it exactly).")
+
+
+def check_reference_attention(strength: float, masked: bool, flow: Flow) -> None:
+    """ic-lora's attention strength in [0, 1]; it and a mask (`masked`) belong to the ic-lora flow only."""
+    if flow != "ic-lora" and (strength != 1.0 or masked):
+        raise ValueError(
+            f"The reference attention strength and mask (--conditioning-attention-mask) belong to the ic-lora flow; "
+            f"the {flow} flow does not use them."
+        )
+    if not 0.0 <= strength <= 1.0:
+        raise ValueError(f"reference_attention_strength={strength} must lie in [0, 1] (1: full attention).")
+
+
+def check_attention_mask(mask: np.ndarray | None) -> None:
+    """ic-lora's optional pixel mask: `(1, 1, F, H, W)` weights in [0, 1]."""
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.ndim != 5 or mask.shape[:2] != (1, 1) or not np.all((mask >= 0) & (mask <= 1)):
+            raise ValueError(
+                "reference_attention_mask must be a (1, 1, F, H, W) array of weights in [0, 1]; "
+                f"got shape {mask.shape} and values in [{mask.min()}, {mask.max()}]."
+            )
+
+
+def check_retake(span: RetakeSpan | None, num_frames: int, frame_rate: float, flow: Flow) -> None:
+    """retake's span: given with the retake flow only; finite, `start < end`, starting inside the video."""
+    if flow != "retake":
+        if span is not None:
+            raise ValueError(f"retake (--video-path, --start-time, --end-time) belongs to the retake flow, not {flow}.")
+        return
+    if not isinstance(span, RetakeSpan):
+        raise TypeError(f"The retake flow needs retake=RetakeSpan(video, start_time, end_time), got {span!r}.")
+    times = (span.start_time, span.end_time)
+    if not all(isinstance(t, (int, float)) and not isinstance(t, bool) and np.isfinite(t) for t in times):
+        raise ValueError(f"retake: --start-time and --end-time must be finite seconds, got {times}.")
+    duration = num_frames / frame_rate
+    if not 0 <= span.start_time < span.end_time:
+        raise ValueError(f"retake: --start-time {span.start_time} must be >= 0 and before --end-time {span.end_time}.")
+    if span.start_time >= duration:
+        raise ValueError(
+            f"retake: --start-time {span.start_time} s is past the source video's end ({num_frames} frames at "
+            f"{frame_rate} fps = {duration:.3f} s); choose a span inside it."
+        )
+
+
+def check_audio_input(audio: AudioInput | None, flow: Flow) -> None:
+    """a2vid needs the input audio (`AudioInput`), retake may have one (the source's), no other flow takes one."""
+    if flow == "retake" and audio is None:
+        return
+    if flow not in ("a2vid", "retake"):
+        if audio is not None:
+            raise ValueError(f"audio (--audio-path) belongs to the a2vid flow; the {flow} flow generates its own.")
+        return
+    if not isinstance(audio, AudioInput):
+        raise TypeError(
+            f"The {flow} flow takes audio=AudioInput(waveform, sample_rate) (a2vid: --audio-path FILE), got {audio!r}."
+        )
+    waveform = np.asarray(audio.waveform)
+    if waveform.ndim != 2 or waveform.shape[1] == 0 or not np.all(np.isfinite(waveform)):
+        raise ValueError(
+            f"audio.waveform must be a finite (channels, samples) array, got shape {waveform.shape}; "
+            "read it with ltx_jax.pipeline.audio_files.read_audio."
+        )
+    if waveform.shape[0] not in (1, 2):  # the audio VAE encodes stereo; mono is duplicated
+        raise ValueError(
+            f"The input audio has {waveform.shape[0]} channels; the audio VAE takes mono or stereo. Mix it down "
+            "first (e.g. ffmpeg -i IN -ac 2 OUT.wav)."
+        )
+    if isinstance(audio.sample_rate, bool) or not isinstance(audio.sample_rate, int) or audio.sample_rate <= 0:
+        raise ValueError(f"audio.sample_rate must be a positive integer (Hz), got {audio.sample_rate!r}.")
+
+
+def validate(request: Request, flow: Flow) -> None:
+    """Raises before any device work, naming the argument and the fix."""
+    check_flow(flow)
+    check_sizes(request.height, request.width, request.num_frames, request.frame_rate, flow)
+    check_images(request.images, request.num_frames)
+    check_reference_videos(request.reference_videos, request.skip_stage_2, flow)
+    check_reference_attention(request.reference_attention_strength, request.reference_attention_mask is not None, flow)
+    check_attention_mask(request.reference_attention_mask)
+    check_audio_input(request.audio, flow)
+    check_retake(request.retake, request.num_frames, request.frame_rate, flow)
+    if flow == "retake" and request.images:
+        raise ValueError("The retake flow takes no conditioning images (--image); its source video conditions it.")
+    if flow not in UNGUIDED_FLOWS and request.guidance.needs_negative_prompt() and request.negative is None:
+        raise ValueError(
+            "A cfg scale != 1 needs the negative prompt's embeddings (Request.negative); pass them, or set both "
+            "cfg scales to 1."
+        )
