@@ -24,6 +24,7 @@ from cluster import cluster_size
 
 from ltx_jax.convert.checkpoint import convert_checkpoint
 from ltx_jax.convert.dit_tensors import Lora, config_from_json_file
+from ltx_jax.interrupts import describe, exit_status, signals_interrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,14 +52,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     try:
-        summary = convert_checkpoint(
-            args.src,
-            args.out_dir,
-            dtype=args.dtype,
-            loras=[Lora.parse(spec) for spec in args.lora],
-            config=config_from_json_file(args.config) if args.config else None,
-        )
-    except (ValueError, OSError) as error:
+        with signals_interrupt():
+            summary = convert_checkpoint(
+                args.src,
+                args.out_dir,
+                dtype=args.dtype,
+                loras=[Lora.parse(spec) for spec in args.lora],
+                config=config_from_json_file(args.config) if args.config else None,
+            )
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM / SIGHUP as `Terminated`; the partial directory is gone
+        print(describe(interrupt, "conversion"), file=sys.stderr)
+        return exit_status(interrupt)
+    except (ValueError, FileNotFoundError) as error:  # a bad argument or input file
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # e.g. the disk filled up
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(f"{summary} -> {args.out_dir}")

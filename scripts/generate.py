@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
@@ -24,6 +25,7 @@ from device_setup import simulate_cpu_devices_if_needed
 
 # Imported before JAX's backends start: none of these modules touches a device at import.
 from ltx_jax.convert.dit_tensors import PARAM_DTYPES, Lora
+from ltx_jax.interrupts import describe, exit_status, signals_interrupt
 from ltx_jax.model.quantization import QUANTIZATIONS
 from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy
@@ -92,6 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--strategy", choices=get_args(Strategy), default="ulysses", help="context parallelism")
     run.add_argument("--ulysses-degree", type=positive_int, help="with --strategy usp: devices per Ulysses group")
     run.add_argument("--cpu", action="store_true", help="simulated CPU devices even if a GPU is present")
+    run.add_argument("--debug", action="store_true", help="show the traceback of an error instead of one line")
     run.add_argument(
         "--max-batch-size", type=positive_int, default=None, help="guidance passes per forward (default: all)"
     )
@@ -358,8 +361,8 @@ def load_and_encode(
     and is freed before the DiT is loaded (ltx-pipelines' order: the device holds one of them at a time);
     the embedded default encodes with its own tiny Gemma, then releases it."""
     from ltx_jax import LTXPipeline  # noqa: PLC0415
-    from ltx_jax.pipeline.ltx_pipeline import device_memory_peak  # noqa: PLC0415
     from ltx_jax.pipeline.prompts import TextEncoder  # noqa: PLC0415
+    from ltx_jax.pipeline.timing import device_memory_peak  # noqa: PLC0415
 
     peaks, encoded = {}, None
     start = time.perf_counter()
@@ -500,14 +503,18 @@ def peak_memory(before: dict[str, int | None], out: Any) -> str:  # noqa: ANN401
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    with signals_interrupt():  # from here on SIGTERM / SIGHUP end the run like Ctrl-C: one line, no partial file
+        reporting_errors(args, lambda: start_and_run(args))
+
+
+def start_and_run(args: argparse.Namespace) -> None:
+    """Checks the process flags, sets the devices up, runs, prints the summary."""
     cache = Path(args.compile_cache_dir)
     if args.compile_cache_dir != "none" and cache.exists() and not cache.is_dir():
-        sys.exit(f"error: --compile-cache-dir {cache} is a file; give a directory (created if missing) or 'none'.")
+        raise ValueError(f"--compile-cache-dir {cache} is a file; give a directory (created if missing) or 'none'.")
     processes = cluster_size(args)
     if args.mesh % processes:
-        sys.exit(
-            f"error: --mesh {args.mesh} must be a multiple of the {processes} processes (each brings its devices)."
-        )
+        raise ValueError(f"--mesh {args.mesh} must be a multiple of the {processes} processes (each brings devices).")
     cpu = simulate_cpu_devices_if_needed(args.mesh // processes, args.cpu)  # before JAX initializes its backends
     import jax  # noqa: PLC0415 - its backends start after the device setup
 
@@ -518,12 +525,36 @@ def main(argv: list[str] | None = None) -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     start = time.perf_counter()
     print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})")
-    try:
-        info = run(args)
-    except (ValueError, TypeError, FileNotFoundError, IsADirectoryError) as error:
-        sys.exit(f"error: {error}")
+    info = run(args)
     info["total_s"] = time.perf_counter() - start
     print(format_summary(info))
+
+
+USAGE_ERRORS = (ValueError, TypeError, FileNotFoundError, IsADirectoryError)
+
+
+def reporting_errors(args: argparse.Namespace, work: Callable[[], object]) -> object:
+    """`work()`; a bad argument, a failure or an interruption ends the process with one line on stderr
+    (status 2, 1, or 128 + the signal) instead of a traceback, unless --debug."""
+    try:
+        return work()
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM / SIGHUP as `Terminated`
+        print(describe(interrupt, "generation"), file=sys.stderr)
+        sys.exit(exit_status(interrupt))
+    except USAGE_ERRORS as error:
+        if args.debug:
+            raise
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as error:
+        if args.debug:
+            raise
+        print(f"error: {type(error).__name__}: {one_line(error)} (--debug shows the traceback)", file=sys.stderr)
+        sys.exit(1)
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
 
 
 if __name__ == "__main__":

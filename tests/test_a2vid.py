@@ -122,7 +122,8 @@ def bad_inputs(tmp_path: pathlib.Path) -> list[tuple[list[str], str]]:
     wav = str(tmp_path / "tone.wav")
     return [
         (["--pipeline", "a2vid"], "a2vid flow needs audio_path \\(--audio-path FILE\\)"),
-        (["--pipeline", "two-stage", "--audio-path", wav], "--audio-path\\) belongs to the a2vid flow"),
+        (["--pipeline", "two-stage", "--audio-path", wav], "--audio-path: these belong to the a2vid flow"),
+        (["--audio-start-time", "1"], "--audio-start-time: these belong to the a2vid flow"),
         ([*a2vid, str(tmp_path / "missing.wav")], "--audio-path .*missing.wav' does not exist"),
         ([*a2vid, str(ROOT / "README.md")], "--audio-path .*README.md' cannot be decoded"),
         ([*a2vid, str(tmp_path / "silent.mp4")], "--audio-path .*silent.mp4' has no audio stream"),

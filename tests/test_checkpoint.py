@@ -192,7 +192,7 @@ def test_config_override_for_a_file_without_metadata(tmp_path, reference):
     src = tmp_path / "bare.safetensors"
     write_checkpoint(src, CFG, official_state(reference.state_dict(), torch.float32), with_config=False)
     failed = run_script(str(src), str(tmp_path / "out"))
-    assert failed.returncode == 1
+    assert failed.returncode == 2  # a usage error
     assert "has no 'config' in its safetensors metadata" in failed.stderr
     assert "--config FILE" in failed.stderr
     assert not (tmp_path / "out").exists()

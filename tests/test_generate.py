@@ -377,11 +377,13 @@ def test_the_library_refuses_the_same_counts():
         LTXPipeline.embedded(mesh=make_mesh(8), max_batch_size=0)
 
 
-def test_a_compile_cache_path_that_is_a_file_is_refused_before_anything_starts(tmp_path):
+def test_a_compile_cache_path_that_is_a_file_is_refused_before_anything_starts(tmp_path, capsys):
     not_a_dir = tmp_path / "cache"
     not_a_dir.write_text("")
-    with pytest.raises(SystemExit, match="--compile-cache-dir .* is a file"):
+    with pytest.raises(SystemExit) as exit_info:
         generate.main(["--compile-cache-dir", str(not_a_dir), "--output-path", str(tmp_path / "x.mp4")])
+    assert exit_info.value.code == 2
+    assert re.search("^error: --compile-cache-dir .* is a file", capsys.readouterr().err)
 
 
 def compile_report(output: str) -> tuple[int, float, int]:

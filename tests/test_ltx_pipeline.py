@@ -136,7 +136,7 @@ def test_bad_construction_raises_before_loading(tmp_path):
 def test_distilled_flow_refuses_steps_and_guidance():
     settings = GenerationSettings(num_inference_steps=4)
     defaults = ltx_jax.pipeline.settings.EMBEDDED_DEFAULTS
-    with pytest.raises(ValueError, match="num_inference_steps=4: the distilled flow runs fixed sigmas"):
+    with pytest.raises(ValueError, match="num_inference_steps .* given: the distilled flow runs fixed sigmas"):
         settings.resolve(defaults, "distilled")
     assert GenerationSettings().resolve(defaults, "distilled").guidance == Guidance()
 

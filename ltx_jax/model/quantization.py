@@ -26,6 +26,7 @@ _TARGET_MODULES = (".to_q", ".to_k", ".to_v", ".to_out.0", "ff.net.0.proj", "ff.
 
 
 def check_quantization(quantization: str) -> None:
+    """Raises `ValueError` naming the choices for anything but "none" and "fp8-cast"."""
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization must be one of {list(QUANTIZATIONS)}, got {quantization!r}.")
 

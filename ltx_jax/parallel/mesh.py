@@ -19,6 +19,28 @@ USP_AXES = (RING_AXIS, ULYSSES_AXIS)
 SequenceAxes = str | tuple[str, ...]  # the mesh axis (or axes, major first) the video tokens are split over
 
 
+def check_mesh(mesh: Mesh) -> None:
+    """Raises `ValueError` for a mesh built by hand that no run can use: a device listed twice, devices of
+    several platforms, or devices this process's JAX does not know (from another backend or session)."""
+    devices = list(mesh.devices.flat)
+    repeated = sorted({d.id for d in devices if devices.count(d) > 1})
+    if repeated:
+        raise ValueError(
+            f"mesh: devices {repeated} appear more than once in its {len(devices)} entries; each device may be "
+            "listed once. Build the mesh with ltx_jax.parallel.make_mesh(n)."
+        )
+    platforms = sorted({d.platform for d in devices})
+    if len(platforms) > 1:
+        raise ValueError(f"mesh: its devices mix platforms {platforms}; use devices of one platform (make_mesh(n)).")
+    known = set(jax.devices(platforms[0]))
+    unknown = [d for d in devices if d not in known]
+    if unknown:
+        raise ValueError(
+            f"mesh: devices {unknown} are not among this process's {len(known)} {platforms[0]} devices "
+            f"(jax.devices()); build the mesh from them, e.g. make_mesh(n) with n <= {len(known)}."
+        )
+
+
 def make_mesh(n: int, axis_name: str = SP_AXIS, *, ulysses: int | None = None) -> Mesh:
     """A mesh over the first `n` devices (all processes' devices in a multi-process run).
 

@@ -21,7 +21,7 @@ from ltx_jax.config import LTXConfig
 from ltx_jax.model.attention_backends import LocalAttentionFn, RingKernel, block_attention_backend, check_ring_kernel
 from ltx_jax.parallel.allgather import AllGatherKVAttention
 from ltx_jax.parallel.exchange import AllToAll
-from ltx_jax.parallel.mesh import RING_AXIS, SP_AXIS, ULYSSES_AXIS, USP_AXES, sequence_axes
+from ltx_jax.parallel.mesh import RING_AXIS, SP_AXIS, ULYSSES_AXIS, USP_AXES, check_mesh, sequence_axes
 from ltx_jax.parallel.ring import RingAttention
 from ltx_jax.parallel.ulysses import UlyssesAttention
 
@@ -37,6 +37,7 @@ def check_layout(cfg: LTXConfig, mesh: Mesh, strategy: str, backend: object, rin
     `ring_kernel` cannot serve it."""
     if strategy not in get_args(Strategy):
         raise ValueError(f"strategy must be one of {list(get_args(Strategy))}, got {strategy!r}.")
+    check_mesh(mesh)
     axes = sequence_axes(mesh)
     if strategy == "usp" and axes != USP_AXES:
         raise ValueError(

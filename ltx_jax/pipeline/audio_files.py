@@ -86,12 +86,13 @@ def _reported_duration(stream: av.audio.stream.AudioStream) -> float | None:
     return float(stream.duration * stream.time_base) if stream.duration else None
 
 
-def has_audio(path: str | os.PathLike) -> bool:
-    """Whether the media file `path` has an audio stream (retake's source video may have none)."""
+def audio_channels(path: str | os.PathLike) -> int:
+    """The channels of the media file `path`'s first audio stream; 0 without one (retake's source video may
+    have none)."""
     import av  # noqa: PLC0415
 
     with av.open(os.fspath(path)) as container:
-        return bool(container.streams.audio)
+        return container.streams.audio[0].codec_context.channels if container.streams.audio else 0
 
 
 def audio_duration(path: str | os.PathLike) -> float:

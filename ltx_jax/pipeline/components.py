@@ -146,7 +146,7 @@ def conditioning_encoders(
 def audio_encoder_callable(build_encoder: Callable[[], nnx.Module], dtype: jnp.dtype) -> AudioEncoder:
     """`Components.encode_audio`: ltx-core's `encode_audio` (resampling and the log-mel spectrogram in
     numpy on the host, then the audio VAE encoder, jitted, in `dtype`). The encoder is built by
-    `build_encoder` on the first use (only a2vid encodes audio)."""
+    `build_encoder` on the first use (only a2vid and retake encode audio)."""
 
     @functools.cache
     def built() -> tuple[audio_vae.AudioProcessor, Callable[[jax.Array], jax.Array], int]:

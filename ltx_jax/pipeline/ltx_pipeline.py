@@ -10,11 +10,9 @@ shapes of an earlier one compiles nothing new, and the same seed gives the same 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import jax
 import numpy as np
@@ -26,9 +24,8 @@ from ltx_jax.model.quantization import Quantization
 from ltx_jax.parallel import SequenceParallel, make_mesh
 from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy, check_layout
-from ltx_jax.pipeline.audio_files import has_audio, read_audio
+from ltx_jax.pipeline.audio_files import audio_channels, read_audio
 from ltx_jax.pipeline.components import PipelineModels
-from ltx_jax.pipeline.denoisers import Forward
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
 from ltx_jax.pipeline.media_io import write_mp4
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_models
@@ -37,6 +34,7 @@ from ltx_jax.pipeline.prompts import prompt_contexts
 from ltx_jax.pipeline.requests import AudioInput, Flow, ImageCondition, Request, RetakeSpan, VideoCondition, check_flow
 from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
+from ltx_jax.pipeline.timing import ForwardStats, TimedForward, timed_phase
 from ltx_jax.pipeline.video_files import load_mask_video
 
 PathLike = str | os.PathLike
@@ -69,16 +67,6 @@ class RuntimeOptions:
                 "Use backend='all_to_all'."
             )
         check_layout(cfg, mesh, self.strategy, self.backend)
-
-
-@dataclasses.dataclass(frozen=True)
-class ForwardStats:
-    """The DiT forwards of one token count in a generation (the first one also compiled, if new), and the
-    device-memory peak (bytes, since the process started) after the last of them; None on CPU."""
-
-    forwards: int
-    median_s: float
-    peak_memory: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,21 +110,6 @@ class GeneratedVideo:
             raise IsADirectoryError(f"save: {os.fspath(path)!r} is a directory; give the mp4's file name.")
         audio = None if self.audio is None else self.audio.T
         write_mp4(path, self.video, self.frame_rate, audio, self.sample_rate)
-
-
-class TimedForward:
-    """The DiT, waited for after each forward, its wall time and the memory peak recorded per video token count."""
-
-    def __init__(self, forward: Forward) -> None:
-        self.forward, self.seconds, self.peaks = forward, {}, {}
-
-    def __call__(self, video: object, audio: object, perturbations: object = None) -> tuple:
-        start = time.perf_counter()
-        out = jax.block_until_ready(self.forward(video, audio, perturbations))
-        tokens = None if video is None else video.latent.shape[1]
-        self.seconds.setdefault(tokens, []).append(time.perf_counter() - start)
-        self.peaks[tokens] = device_memory_peak()
-        return out
 
 
 class LTXPipeline:
@@ -284,7 +257,7 @@ class LTXPipeline:
         settings = (settings or GenerationSettings()).resolve(self.defaults, self.flow)
         timings: dict[str, float] = {}
         peaks: dict[str, int] = {}
-        with _timed(timings, "prompt_encoding", peaks):
+        with timed_phase(timings, "prompt_encoding", peaks):
             positive, negative = self._prompts(prompt, negative_prompt, settings.guidance)
         request = Request(
             prompt=positive,
@@ -312,18 +285,18 @@ class LTXPipeline:
         for forward in self._timed:
             forward.seconds.clear()
             forward.peaks.clear()
-        with _timed(timings, "denoising", peaks):
+        with timed_phase(timings, "denoising", peaks):
             video_latent, audio_latent = generate(self._components, request, self.flow, stages := {})
         timings.update(stages)  # within denoising
         video = audio = None
         sample_rate = 0
         if jax.process_index() == 0:  # the others computed the same latents; only process 0 decodes
-            with _timed(timings, "video_decoding", peaks):
+            with timed_phase(timings, "video_decoding", peaks):
                 video = self._decode_video(video_latent, settings.seed)
             if self.flow == "a2vid":  # the input audio itself, as the reference returns it
                 audio, sample_rate = np.ascontiguousarray(request.audio.waveform.T), request.audio.sample_rate
             elif audio_latent is not None:
-                with _timed(timings, "audio_decoding", peaks):
+                with timed_phase(timings, "audio_decoding", peaks):
                     waveform, sample_rate = self._decode_audio(audio_latent)
                 audio = np.ascontiguousarray(waveform.T)
         return GeneratedVideo(
@@ -375,27 +348,10 @@ def _input_audio(settings: GenerationSettings) -> AudioInput | None:
     """a2vid's audio file, or the audio track of retake's source video where it has one."""
     if settings.audio_path is not None:
         return AudioInput(*read_audio(settings.audio_path, settings.audio_start_time, settings.audio_max_duration))
-    if settings.retake is not None and has_audio(settings.retake.video):
+    if settings.retake is not None and audio_channels(settings.retake.video):
         return AudioInput(*read_audio(settings.retake.video))
     return None
 
 
 def _as_lora(lora: Lora | PathLike) -> Lora:
     return lora if isinstance(lora, Lora) else Lora(os.fspath(lora))
-
-
-@contextlib.contextmanager
-def _timed(timings: dict[str, float], phase: str, peaks: dict[str, int]) -> Iterator[None]:
-    """Adds the block's wall time to `timings[phase]` and records the device-memory peak after it."""
-    start = time.perf_counter()
-    yield
-    timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - start
-    peak = device_memory_peak()
-    if peak is not None:
-        peaks[phase] = peak
-
-
-def device_memory_peak() -> int | None:
-    """The largest `peak_bytes_in_use` among this process's devices; None where a backend does not report it."""
-    peaks = [(device.memory_stats() or {}).get("peak_bytes_in_use") for device in jax.local_devices()]
-    return None if None in peaks else max(peaks)

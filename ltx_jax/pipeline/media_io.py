@@ -53,7 +53,16 @@ def write_mp4(
             os.remove(partial)
 
 
+# The rates AAC can carry; other inputs (a2vid writes its input audio at its own rate) are resampled to 48 kHz.
+AAC_SAMPLE_RATES = (96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350)
+
+
+def aac_rate(sample_rate: int) -> int:
+    return sample_rate if sample_rate in AAC_SAMPLE_RATES else 48000
+
+
 def _audio_stream(container: object, sample_rate: int) -> object:
+    sample_rate = aac_rate(sample_rate)
     stream = container.add_stream("aac", rate=sample_rate)
     stream.codec_context.layout = "stereo"
     stream.codec_context.time_base = Fraction(1, sample_rate)
@@ -73,7 +82,9 @@ def _write_audio(container: object, stream: object, audio: np.ndarray, sample_ra
     frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(pcm.T).reshape(1, -1), format="s16", layout="stereo")
     frame.sample_rate = sample_rate
     codec = stream.codec_context
-    resampler = av.audio.resampler.AudioResampler(format=codec.format or "fltp", layout="stereo", rate=sample_rate)
+    resampler = av.audio.resampler.AudioResampler(
+        format=codec.format or "fltp", layout="stereo", rate=aac_rate(sample_rate)
+    )
     next_pts = 0
     for resampled in [*resampler.resample(frame), *resampler.resample(None)]:
         resampled.pts = next_pts

@@ -64,7 +64,7 @@ def generate(
 ) -> tuple[jax.Array | None, jax.Array | None]:
     """Runs `flow`; returns the final video latent `(B, C, F, H, W)` and audio latent `(B, C, T, M)`.
     With `timings`, a two-stage flow adds the wall seconds of "stage_1_denoising", "upsampling" and
-    "stage_2_denoising" to it."""
+    "stage_2_denoising" to it (a2vid also "audio_encoding")."""
     validate(request, flow)
     key = jax.random.key(request.seed)
     if flow == "one-stage":

@@ -7,6 +7,7 @@ Every check raises `ValueError`/`TypeError` naming the argument, its value and t
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
 from collections.abc import Callable, Sequence
 from typing import Literal
@@ -93,7 +94,7 @@ class Components:
         encode_image: `(image file, height, width, crf)` -> latent `(1, C, 1, height/32, width/32)`
             (read, CRF-compressed, resized and encoded as the reference does).
         encode_video: `(video file, height, width, frames)` -> latent `(1, C, F', height/32, width/32)`
-            of its first `frames` frames (IC-LoRA's reference videos).
+            of its first `frames` frames (IC-LoRA's reference videos, retake's source).
         encode_audio: `(waveform (channels, samples), sample rate)` -> normalized audio latent
             `(1, C, T, M)` (resampled, mel spectrogram, audio VAE encoder: ltx-core's `encode_audio`).
         reference_downscale_factor: the IC-LoRA's: reference videos are encoded at 1/factor of the
@@ -232,7 +233,7 @@ def check_retake(span: RetakeSpan | None, num_frames: int, frame_rate: float, fl
     if not isinstance(span, RetakeSpan):
         raise TypeError(f"The retake flow needs retake=RetakeSpan(video, start_time, end_time), got {span!r}.")
     times = (span.start_time, span.end_time)
-    if not all(isinstance(t, (int, float)) and not isinstance(t, bool) and np.isfinite(t) for t in times):
+    if not all(isinstance(t, numbers.Real) and not isinstance(t, bool) and np.isfinite(t) for t in times):
         raise ValueError(f"retake: --start-time and --end-time must be finite seconds, got {times}.")
     duration = num_frames / frame_rate
     if not 0 <= span.start_time < span.end_time:
@@ -248,7 +249,7 @@ def check_audio_input(audio: AudioInput | None, flow: Flow) -> None:
     """a2vid needs the input audio (`AudioInput`), retake may have one (the source's), no other flow takes one."""
     if flow == "retake" and audio is None:
         return
-    if flow not in ("a2vid", "retake"):
+    if flow not in AUDIO_INPUT_FLOWS:
         if audio is not None:
             raise ValueError(f"audio (--audio-path) belongs to the a2vid flow; the {flow} flow generates its own.")
         return
@@ -267,7 +268,8 @@ def check_audio_input(audio: AudioInput | None, flow: Flow) -> None:
             f"The input audio has {waveform.shape[0]} channels; the audio VAE takes mono or stereo. Mix it down "
             "first (e.g. ffmpeg -i IN -ac 2 OUT.wav)."
         )
-    if isinstance(audio.sample_rate, bool) or not isinstance(audio.sample_rate, int) or audio.sample_rate <= 0:
+    rate = audio.sample_rate
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Integral) or rate <= 0:
         raise ValueError(f"audio.sample_rate must be a positive integer (Hz), got {audio.sample_rate!r}.")
 
 

@@ -12,7 +12,7 @@ import math
 import numbers
 import os
 
-from ltx_jax.pipeline.audio_files import audio_duration, check_audio_file
+from ltx_jax.pipeline.audio_files import MAX_CHANNELS, audio_channels, audio_duration, check_audio_file
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
 from ltx_jax.pipeline.images import check_image_readable
 from ltx_jax.pipeline.requests import (
@@ -155,13 +155,18 @@ class GenerationSettings:
 
     def resolve(self, defaults: GenerationDefaults, flow: Flow) -> GenerationSettings:
         """Every None replaced by its default, checked for `flow`. Raises `ValueError`/`TypeError`
-        naming the argument, its value and the fix; reads nothing but the image files' existence."""
+        naming the argument, its value and the fix; reads the headers of the files named (images, the
+        a2vid audio, retake's source video), not the models."""
         check_flow(flow)
         distilled = flow in UNGUIDED_FLOWS
-        for name, value in (("num_inference_steps", self.num_inference_steps), ("guidance", self.guidance)):
+        given_distilled = (
+            ("num_inference_steps (--num-inference-steps)", self.num_inference_steps),
+            ("guidance (the --video-*/--audio-* guidance flags)", self.guidance),
+        )
+        for name, value in given_distilled:
             if distilled and value is not None:
                 raise ValueError(
-                    f"{name}={value!r}: the {flow} flow runs fixed sigmas (8 + 3 steps) without guidance; "
+                    f"{name} given: the {flow} flow runs fixed sigmas (8 + 3 steps) without guidance; "
                     "leave it unset, or use the one-stage or two-stage flow."
                 )
         given = {field: getattr(self, field) for field in _DEFAULTED}
@@ -214,15 +219,18 @@ class GenerationSettings:
     def _check_audio(self, flow: Flow) -> None:
         """a2vid's audio file: given (only) for a2vid, readable, and covering the video from the start time."""
         if flow != "a2vid":
-            if self.audio_path is not None:
-                raise ValueError(
-                    f"audio_path (--audio-path) belongs to the a2vid flow; the {flow} flow generates its own audio."
-                )
+            given = [flag for flag, value, default in (
+                ("--audio-path", self.audio_path, None), ("--audio-start-time", self.audio_start_time, 0.0),
+                ("--audio-max-duration", self.audio_max_duration, None)) if value != default]  # fmt: skip
+            if given:
+                raise ValueError(f"{', '.join(given)}: these belong to the a2vid flow; the {flow} flow makes its own.")
             return
         if self.audio_path is None:
             raise ValueError("The a2vid flow needs audio_path (--audio-path FILE): the audio to generate a video for.")
         video_seconds = self.num_frames / self.frame_rate
-        if _is_number(self.audio_max_duration) and self.audio_max_duration < video_seconds:
+        # The encoder makes ceil((1 + samples_16k // 160) / 4) latent frames: F of them need (F - 1) * 40 ms.
+        needed = (round(video_seconds / AUDIO_LATENT_SECONDS) - 1) * AUDIO_LATENT_SECONDS
+        if _is_number(self.audio_max_duration) and self.audio_max_duration < needed:
             raise ValueError(
                 f"audio_max_duration (--audio-max-duration) {self.audio_max_duration} s is shorter than the video "
                 f"({self.num_frames} frames at {self.frame_rate} fps = {video_seconds:.3f} s); give at least "
@@ -230,9 +238,7 @@ class GenerationSettings:
             )
         check_audio_file(self.audio_path, self.audio_start_time, self.audio_max_duration)
         available = audio_duration(self.audio_path) - self.audio_start_time
-        # one latent frame (40 ms) of slack: the encoder's last latent frame covers a partial one; the flow
-        # checks the encoded latent's length exactly
-        if available < video_seconds - AUDIO_LATENT_SECONDS:
+        if available < needed:
             raise ValueError(
                 f"audio_path (--audio-path) {os.fspath(self.audio_path)!r} has {available:.3f} s of audio after "
                 f"--audio-start-time {self.audio_start_time}; the video ({self.num_frames} frames at "
@@ -270,6 +276,12 @@ def _source_size(span: RetakeSpan | None, given: dict[str, object]) -> dict[str,
             f"retake: the source video (--video-path) {os.fspath(span.video)!r} is {width}x{height} with {frames} "
             "frames; the VAE takes 8k+1 frames and sizes that are multiples of 32 (ltx-pipelines' retake asks the "
             f"same): cut it to {(frames - 1) // 8 * 8 + 1} frames and {width // 32 * 32}x{height // 32 * 32} first."
+        )
+    if audio_channels(span.video) > MAX_CHANNELS:
+        raise ValueError(
+            f"retake: the source video (--video-path) {os.fspath(span.video)!r} has "
+            f"{audio_channels(span.video)} audio channels; the audio VAE takes mono or stereo. Mix its audio down "
+            "first (e.g. ffmpeg -i IN -c:v copy -ac 2 OUT.mp4)."
         )
     return {"height": height, "width": width, "num_frames": frames, "frame_rate": fps}
 

@@ -1,0 +1,60 @@
+"""Interrupted runs end with one line and leave nothing partial behind.
+
+Ctrl-C (SIGINT) raises `KeyboardInterrupt`, so the cleanup paths run: `write_mp4` removes its
+`.partial.mp4`, `convert_checkpoint` its `.partial-*` directory. SIGTERM (what `kill`, schedulers and
+container runtimes send) and SIGHUP (a closed terminal) instead end the process at once by default,
+skipping that cleanup. Inside `signals_interrupt()` they raise `Terminated`, a `KeyboardInterrupt`, in
+the main thread, so every run ends the same way whatever stopped it; `exit_status` gives the shell's
+`128 + signal` code and `describe` the one line to print.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+TERMINATING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived (`signum`): raised where the main thread was, like Ctrl-C's interrupt."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, _: FrameType | None) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """Within the block (on the main thread), SIGTERM and SIGHUP raise `Terminated`; the previous
+    handlers come back on exit. Elsewhere (a worker thread cannot set handlers) it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _raise_terminated) for signum in TERMINATING_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _signum(interrupt: KeyboardInterrupt) -> int:
+    return interrupt.signum if isinstance(interrupt, Terminated) else signal.SIGINT
+
+
+def exit_status(interrupt: KeyboardInterrupt) -> int:
+    """The status a shell reports for a process the signal ended: 128 + its number (130 for Ctrl-C)."""
+    return 128 + _signum(interrupt)
+
+
+def describe(interrupt: KeyboardInterrupt, what: str) -> str:
+    """One line: which signal stopped `what`, and that no partial output was left."""
+    return f"interrupted by {signal.Signals(_signum(interrupt)).name}: {what} stopped; no partial output was left."

@@ -1,0 +1,179 @@
+"""Failures end with one line: exit statuses, interruptions (SIGINT, SIGTERM, SIGHUP) that leave no partial
+file behind, meshes no run can use, and no unsafe deserialization of user files anywhere."""
+
+import os
+import pathlib
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+import torch
+from checkpoint_files import official_state, write_checkpoint
+from jax.sharding import Mesh
+from ltx_core_twin import torch_model
+
+import ltx_jax
+from ltx_jax.parallel import SequenceParallel
+from ltx_jax.pipeline import embedded, model_ledger
+
+ROOT = pathlib.Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import generate  # noqa: E402 - scripts/generate.py: its parser, without running it
+
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+
+
+def wait_for(condition, what: str, process: subprocess.Popen, timeout: float = 120.0) -> None:
+    start = time.monotonic()
+    while not condition():
+        if process.poll() is not None:
+            raise AssertionError(f"the process ended ({process.returncode}) before {what}: {process.stderr.read()}")
+        if time.monotonic() - start > timeout:
+            process.kill()
+            raise AssertionError(f"no {what} within {timeout} s")
+        time.sleep(0.05)
+
+
+def assert_one_line_interruption(process: subprocess.Popen, signum: int, what: str) -> None:
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signum, stderr[-2000:]
+    assert "Traceback" not in stderr, stderr[-2000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last == f"interrupted by {signal.Signals(signum).name}: {what} stopped; no partial output was left."
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_a_signal_during_mp4_writing_leaves_no_file(tmp_path, signum):
+    """Interrupted while the H.264 stream is being written: the `.partial.mp4` is removed, no mp4 appears."""
+    out = tmp_path / "out.mp4"
+    child = (
+        "import sys, numpy as np\n"
+        "from ltx_jax.interrupts import describe, exit_status, signals_interrupt\n"
+        "from ltx_jax.pipeline import write_mp4\n"
+        "frames = np.random.default_rng(0).integers(0, 255, (2000, 256, 256, 3), dtype=np.uint8)\n"
+        "try:\n"
+        "    with signals_interrupt():\n"
+        f"        write_mp4({str(out)!r}, frames, 24.0)\n"
+        "except KeyboardInterrupt as stop:\n"
+        "    print(describe(stop, 'writing'), file=sys.stderr)\n"
+        "    sys.exit(exit_status(stop))\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", child], env=ENV, stderr=subprocess.PIPE, text=True)
+    partial = tmp_path / "out.mp4.partial.mp4"
+    wait_for(lambda: partial.exists() and partial.stat().st_size > 0, "partial mp4", process)
+    process.send_signal(signum)
+    assert_one_line_interruption(process, signum, "writing")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_a_signal_during_conversion_leaves_no_directory(tmp_path, signum):
+    """scripts/convert_checkpoint.py interrupted after creating its `.partial-*` directory: it is removed.
+    (The child pauses in the write step only to hold that moment open for the signal.)"""
+    src = tmp_path / "model.safetensors"
+    cfg = ltx_jax.LTXConfig.tiny(num_layers=1)
+    write_checkpoint(src, cfg, official_state(torch_model(cfg).state_dict(), torch.bfloat16))
+    child = (
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(ROOT / 'scripts')!r})\n"
+        "import ltx_jax.convert.checkpoint as checkpoint\n"
+        "write = checkpoint._write_params\n"
+        "checkpoint._write_params = lambda *args: (time.sleep(60), write(*args))\n"
+        "import convert_checkpoint\n"
+        f"sys.exit(convert_checkpoint.main([{str(src)!r}, {str(tmp_path / 'out')!r}]))\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", child], env=ENV, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: any(p.name.startswith(".out.partial-") for p in tmp_path.iterdir()), "partial dir", process)
+    process.send_signal(signum)
+    assert_one_line_interruption(process, signum, "conversion")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors"]
+
+
+def test_a_signal_during_generation_is_one_line_and_writes_nothing(tmp_path):
+    """scripts/generate.py on the embedded default, stopped by SIGTERM once it runs: status 143, one line."""
+    out = tmp_path / "out.mp4"
+    process = subprocess.Popen(
+        [sys.executable, "scripts/generate.py", "--mesh", "2", "--output-path", str(out)],
+        cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout.readline().startswith("devices: ")  # the run has started
+    process.send_signal(signal.SIGTERM)
+    assert_one_line_interruption(process, signal.SIGTERM, "generation")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_errors_are_one_line_with_their_status(tmp_path, capsys):
+    """A bad argument: status 2; a failure: status 1 (no traceback either way); --debug: the exception."""
+    args = generate.parse_args(["--height", "0", "--output-path", str(tmp_path / "x.mp4")])
+    with pytest.raises(SystemExit) as exit_info:
+        generate.reporting_errors(args, lambda: generate.run(args))
+    assert exit_info.value.code == 2
+    message = "height=0 must be a positive multiple of 32 for the one-stage flow (try 32)."
+    assert capsys.readouterr().err == f"error: {message}\n"
+
+    def fail(_):
+        raise RuntimeError("the device ran\nout of memory")
+
+    with pytest.raises(SystemExit) as exit_info:
+        generate.reporting_errors(args, lambda: fail(args))
+    assert exit_info.value.code == 1
+    assert capsys.readouterr().err == (
+        "error: RuntimeError: the device ran out of memory (--debug shows the traceback)\n"
+    )
+    with pytest.raises(RuntimeError, match="out of memory"):
+        generate.reporting_errors(generate.parse_args(["--debug"]), lambda: fail(args))
+
+
+def test_meshes_no_run_can_use_are_refused():
+    cfg = ltx_jax.LTXConfig.tiny(num_layers=1)
+    model = ltx_jax.LTXModel.abstract(cfg, np.float32)
+    devices = jax.devices()
+    with pytest.raises(ValueError, match=re.escape("mesh: devices [0] appear more than once")):
+        SequenceParallel(model, Mesh(np.array([devices[0], devices[0]]), ("sp",)))
+    with pytest.raises(ValueError, match="make_mesh: a mesh of 9 devices needs 9 devices but 8 are present"):
+        ltx_jax.parallel.make_mesh(9)
+
+
+def test_no_user_file_is_unpickled_or_evaluated():
+    """Weights, configs and media are read with safetensors, Orbax, JSON and PyAV: never pickle, torch.load,
+    eval/exec or np.load(allow_pickle=True)."""
+    pattern = re.compile(r"\bpickle\b|torch\.load\(|(?<![\w.])eval\(|(?<![\w.])exec\(|allow_pickle\s*=\s*True")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for folder in ("ltx_jax", "scripts")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert offenders == []
+
+
+def documented_errors() -> list[tuple[str, str, str]]:
+    """docs/errors.md's table: (flags, exception name, message)."""
+    rows = re.findall(r"^\| `([^`]*)` \| (\w+) \| (.*) \|$", (ROOT / "docs" / "errors.md").read_text(), re.M)
+    return [(flags, kind, message.replace("\\|", "|")) for flags, kind, message in rows if kind != "exception"]
+
+
+def test_the_documented_errors_are_the_ones_raised(monkeypatch):
+    def no_build(*_, **__):
+        raise AssertionError("models were built before the arguments were checked")
+
+    for module in (embedded, model_ledger, sys.modules["ltx_jax.pipeline.ltx_pipeline"]):
+        for name in ("embedded_models", "load_models"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, no_build)
+    monkeypatch.chdir(ROOT)
+    rows = documented_errors()
+    assert len(rows) >= 30
+    for flags, kind, message in rows:
+        argv = shlex.split(flags)
+        with pytest.raises(Exception) as raised:  # noqa: PT011 - the row names the type
+            generate.run(generate.parse_args([*argv, *([] if "--output-path" in argv else ["--output-path", "x.mp4"])]))
+        assert (type(raised.value).__name__, str(raised.value)) == (kind, message), flags
