@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -284,6 +285,21 @@ def hq_strengths(args: argparse.Namespace) -> dict[str, float]:
     return given
 
 
+def check_writable(flag: str, path: Path) -> None:
+    """`path` can be written: not a directory, and its folder exists or can be created, writable."""
+    if path.is_dir():
+        raise IsADirectoryError(f"{flag} {path} is a directory; give the file to write, e.g. {path / 'out'}.")
+    folder = path.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise NotADirectoryError(
+            f"{flag} {path}: {folder} is a file, so no folder can be made there; choose another path."
+        )
+    if not os.access(folder, os.W_OK):
+        raise PermissionError(f"{flag} {path}: {folder} is not writable; choose a path you can write to.")
+
+
 def load_prompt_embeddings(path: Path) -> tuple[Any, Any]:
     """An .npz with `video` and/or `audio` (1, S, D) and optionally `negative_video`/`negative_audio`."""
     import numpy as np  # noqa: PLC0415
@@ -310,13 +326,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Checks every flag, builds the pipeline, generates, writes the mp4 (process 0); returns the summary."""
     import jax  # noqa: PLC0415
 
+    from ltx_jax.config import LTXConfig  # noqa: PLC0415
     from ltx_jax.parallel import make_mesh  # noqa: PLC0415
     from ltx_jax.pipeline import RuntimeOptions  # noqa: PLC0415
+    from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG  # noqa: PLC0415
+    from ltx_jax.pipeline.prompts import check_embeddings  # noqa: PLC0415
 
     check_same_arguments(args)
     for flag, path in (("--output-path", args.output_path), ("--save-latents", args.save_latents)):
-        if path is not None and path.is_dir():
-            raise IsADirectoryError(f"{flag} {path} is a directory; give the file to write, e.g. {path / 'out'}.")
+        if path is not None:
+            check_writable(flag, path)
     files = checkpoint_files(args)
     if files is not None:
         files.check(args.pipeline)
@@ -330,6 +349,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     prompts, negative = prompts_of(args), args.negative_prompt
     if args.prompt_embeddings is not None:
         prompt, negative = load_prompt_embeddings(args.prompt_embeddings)
+        cfg = LTXConfig.from_metadata(EMBEDDED_CONFIG) if files is None else files.dit_config()
+        for name, embeddings in (("prompt", prompt), ("negative_prompt", negative)):
+            if embeddings is not None:
+                check_embeddings(cfg, f"--prompt-embeddings {args.prompt_embeddings}: {name}", embeddings)
         prompts = [prompt]
     if args.strategy == "usp" and args.ulysses_degree is None:
         raise ValueError("--strategy usp needs --ulysses-degree U (devices per Ulysses group, dividing --mesh).")
@@ -530,7 +553,7 @@ def start_and_run(args: argparse.Namespace) -> None:
     print(format_summary(info))
 
 
-USAGE_ERRORS = (ValueError, TypeError, FileNotFoundError, IsADirectoryError)
+USAGE_ERRORS = (ValueError, TypeError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
 
 
 def reporting_errors(args: argparse.Namespace, work: Callable[[], object]) -> object:

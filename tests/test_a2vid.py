@@ -149,3 +149,13 @@ def test_bad_audio_inputs_fail_before_anything_is_built(tmp_path, monkeypatch):
         with pytest.raises((ValueError, FileNotFoundError), match=message):
             generate.run(args)
     assert not (tmp_path / "x.mp4").exists()
+
+
+def test_audio_at_a_rate_aac_cannot_carry_is_resampled_in_the_mp4(tmp_path):
+    """a2vid writes its input audio at the input's rate; 192 kHz (not an AAC rate) becomes 48 kHz."""
+    out = tmp_path / "hi_rate.mp4"
+    t = np.arange(192000) / 192000
+    write_mp4(out, np.zeros((25, 64, 64, 3), np.uint8), 25.0, np.sin(2 * np.pi * 440 * t)[None] * 0.5, 192000)
+    written, rate, _ = mp4_audio(out)
+    assert rate == 48000
+    assert abs(len(written) / rate - 1.0) < 0.05

@@ -177,3 +177,19 @@ def test_the_documented_errors_are_the_ones_raised(monkeypatch):
         with pytest.raises(Exception) as raised:  # noqa: PT011 - the row names the type
             generate.run(generate.parse_args([*argv, *([] if "--output-path" in argv else ["--output-path", "x.mp4"])]))
         assert (type(raised.value).__name__, str(raised.value)) == (kind, message), flags
+
+
+def test_output_paths_and_prompt_embeddings_are_checked_before_building(tmp_path, monkeypatch):
+    """An output under a file, and embeddings of the wrong width, stop the run before any model is built."""
+
+    def no_build(*_, **__):
+        raise AssertionError("models were built before the arguments were checked")
+
+    monkeypatch.setattr(sys.modules["ltx_jax.pipeline.ltx_pipeline"], "embedded_models", no_build)
+    under_a_file = ["--output-path", str(ROOT / "README.md" / "out.mp4")]
+    with pytest.raises(NotADirectoryError, match="README.md is a file, so no folder can be made there"):
+        generate.run(generate.parse_args(under_a_file))
+    np.savez(tmp_path / "wide.npz", video=np.zeros((1, 4, 7), np.float32), audio=np.zeros((1, 4, 7), np.float32))
+    embeddings = ["--prompt-embeddings", str(tmp_path / "wide.npz"), "--output-path", str(tmp_path / "x.mp4")]
+    with pytest.raises(ValueError, match=r"--prompt-embeddings .*wide.npz: prompt.video must be a \(1, S, 64\)"):
+        generate.run(generate.parse_args(embeddings))
