@@ -47,7 +47,7 @@ GUIDANCE_FLAGS = {  # MultiModalGuiderParams field -> (flag suffix, help)
 CROSS_MODALITY = {"video": "a2v", "audio": "v2a"}  # the modality-guidance flag of each stream
 CHECKPOINT_ONLY = ("gemma_root", "prompt_cache_dir", "spatial_upsampler_path", "distilled_lora", "lora")
 CHECKPOINT_ONLY += ("shard_weights", "dtype", "distilled_lora_strength_stage_1", "distilled_lora_strength_stage_2")
-CHECKPOINT_ONLY += ("quantization",)
+CHECKPOINT_ONLY += ("quantization", "components_path")
 
 
 def guidance_flags(parser: argparse.ArgumentParser, modality: str) -> None:
@@ -119,7 +119,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--distributed-timeout", type=positive_int, default=120, help="seconds to wait for peers (120)"
     )
     models = parser.add_argument_group("models (none given: the embedded tiny random-weight default)")
-    models.add_argument("--checkpoint-path", type=Path, help="an official LTX-2 .safetensors (DiT, VAEs, vocoder)")
+    models.add_argument(
+        "--checkpoint-path", type=Path,
+        help="an official LTX-2 .safetensors (DiT, VAEs, vocoder), or a directory scripts/convert_checkpoint.py wrote",
+    )  # fmt: skip
+    models.add_argument(
+        "--components-path", type=Path, help="with a converted --checkpoint-path: the .safetensors its VAEs, vocoder "
+        "and text connectors come from (default: the file it was converted from, beside it)",
+    )  # fmt: skip
     models.add_argument("--gemma-root", type=Path, help="Gemma 3 directory (weights + tokenizer) to encode --prompt")
     models.add_argument("--prompt-cache-dir", type=Path, help="cache prompt contexts here (keyed by prompt + weights)")
     models.add_argument("--prompt-embeddings", type=Path, help=".npz with video/audio[/negative_video/negative_audio]")
@@ -268,6 +275,7 @@ def checkpoint_files(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Check
         dtype=args.dtype or "bfloat16",
         shard_weights=args.shard_weights,
         quantization=args.quantization or "none",
+        components_path=args.components_path,
         **hq_strengths(args),
     )
 

@@ -21,7 +21,7 @@ import ltx_jax
 from ltx_jax.convert.dit_tensors import Lora
 from ltx_jax.convert.lora import load_lora
 from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys
-from ltx_jax.model.lora import fused_kernel, with_lora
+from ltx_jax.model.lora import combined, fused_kernel, with_lora
 from ltx_jax.parallel import SequenceParallel, make_mesh
 
 # Heads divisible by 8 so the same model also runs on an 8-device mesh.
@@ -264,3 +264,27 @@ def test_interrupted_conversion_leaves_nothing(tmp_path, reference, monkeypatch)
         ltx_jax.convert_checkpoint(src, tmp_path / "out", progress=False)
     assert calls
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ltx.safetensors"]
+
+
+def test_two_loras_applied_in_the_forward_equal_both_fused(tmp_path, reference):
+    """ic-lora's stage 1 with two `--lora` files (`combined`: one update of stacked ranks, each B scaled by its
+    strength) equals the model with both fused at load time, in float32 on 8 devices."""
+    base = {k: v.to(torch.bfloat16) for k, v in reference.state_dict().items()}
+    targets = ["transformer_blocks.0.attn1.to_q.weight", "transformer_blocks.1.ff.net.2.weight"]
+    loras = [Lora(str(tmp_path / f"lora{i}.safetensors"), strength) for i, strength in enumerate((0.7, -0.4))]
+    for i, lora in enumerate(loras):
+        write_lora(lora.path, base, targets[i:], seed=i)  # overlapping: the second LoRA targets one of them
+    src = tmp_path / "base.safetensors"
+    write_checkpoint(src, CFG, official_state({k: v.float() for k, v in base.items()}, torch.float32))
+    mesh = make_mesh(8)
+    model, _ = ltx_jax.load_checkpoint(src, mesh=mesh, dtype=jnp.float32, progress=False)
+    fused, _ = ltx_jax.load_checkpoint(src, mesh=mesh, dtype=jnp.float32, loras=loras, progress=False)
+    stage_1 = with_lora(model, combined([load_lora(model, lora, mesh=mesh) for lora in loras]))
+    video, audio = (m.to_jax() for m in default_inputs(CFG, video_tokens=50))
+    only_first = with_lora(model, load_lora(model, loras[0], mesh=mesh))
+    expected = SequenceParallel(fused, mesh)(video, audio)
+    first = SequenceParallel(only_first, mesh)(video, audio)
+    for ours, theirs in zip(SequenceParallel(stage_1, mesh)(video, audio), expected, strict=True):
+        assert relative_error(ours, np.asarray(theirs)) <= SP_TOLERANCE
+    # the second LoRA matters (its one target, the last block's video FF, reaches the video output only)
+    assert relative_error(first[0], np.asarray(expected[0])) > 100 * SP_TOLERANCE

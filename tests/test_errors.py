@@ -13,12 +13,14 @@ import time
 import jax
 import numpy as np
 import pytest
+import safetensors.numpy
 import torch
 from checkpoint_files import official_state, write_checkpoint
 from jax.sharding import Mesh
 from ltx_core_twin import torch_model
 
 import ltx_jax
+from ltx_jax.convert.dit_tensors import Lora
 from ltx_jax.parallel import SequenceParallel
 from ltx_jax.pipeline import embedded, model_ledger
 
@@ -193,3 +195,44 @@ def test_output_paths_and_prompt_embeddings_are_checked_before_building(tmp_path
     embeddings = ["--prompt-embeddings", str(tmp_path / "wide.npz"), "--output-path", str(tmp_path / "x.mp4")]
     with pytest.raises(ValueError, match=r"--prompt-embeddings .*wide.npz: prompt.video must be a \(1, S, 64\)"):
         generate.run(generate.parse_args(embeddings))
+
+
+def test_short_reference_videos_and_foreign_loras_are_refused_before_building(tmp_path):
+    """ic-lora: a reference video shorter than the request (10 frames of 17) is refused by the preflight;
+    a LoRA whose modules are not in the checkpoint's DiT is refused by CheckpointFiles.check (headers)."""
+    from ltx_jax.pipeline import CheckpointFiles, GenerationSettings, VideoCondition, write_mp4  # noqa: PLC0415
+    from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS  # noqa: PLC0415
+
+    short = tmp_path / "short.mp4"
+    write_mp4(short, np.zeros((10, 64, 64, 3), np.uint8), 24.0)
+    settings = GenerationSettings(height=128, width=128, num_frames=17, reference_videos=(VideoCondition(short),))
+    with pytest.raises(ValueError, match="short.mp4' gives 10 frames of the 17 requested; the VAE encodes 8k\\+1"):
+        settings.resolve(EMBEDDED_DEFAULTS, "ic-lora")
+    cfg = ltx_jax.LTXConfig.tiny(num_layers=1)
+    write_checkpoint(tmp_path / "model.safetensors", cfg, official_state(torch_model(cfg).state_dict(), torch.float32))
+    foreign = {f"diffusion_model.unet.down.0.lora_{p}.weight": np.zeros((2, 2), np.float32) for p in "AB"}
+    safetensors.numpy.save_file(foreign, tmp_path / "foreign.safetensors")
+    foreign_lora = Lora(str(tmp_path / "foreign.safetensors"))
+    files = CheckpointFiles(tmp_path / "model.safetensors", loras=(foreign_lora,))
+    with pytest.raises(ValueError, match="foreign.safetensors matches no DiT weight .* trained for another model"):
+        files.check("one-stage")
+
+
+def test_a_converted_directory_needs_its_components_file(tmp_path):
+    """A converted --checkpoint-path holds the DiT only: the VAEs, vocoder and connectors come from the file
+    it was converted from (beside it) or --components-path; --lora files must be fused when converting."""
+    from ltx_jax.pipeline import CheckpointFiles  # noqa: PLC0415
+
+    cfg = ltx_jax.LTXConfig.tiny(num_layers=1)
+    src = tmp_path / "model.safetensors"
+    write_checkpoint(src, cfg, official_state(torch_model(cfg).state_dict(), torch.float32))
+    ltx_jax.convert_checkpoint(src, tmp_path / "converted", dtype="float32", progress=False)
+    CheckpointFiles(tmp_path / "converted").check("one-stage")  # finds model.safetensors beside it
+    with pytest.raises(ValueError, match="loras \\(--lora\\) fuse into the weights as a .safetensors loads"):
+        CheckpointFiles(tmp_path / "converted", loras=(Lora(str(src)),)).check("one-stage")
+    src.rename(tmp_path / "elsewhere.safetensors")
+    with pytest.raises(FileNotFoundError, match="components_path='.*model.safetensors' must be an existing"):
+        CheckpointFiles(tmp_path / "converted").check("one-stage")
+    CheckpointFiles(tmp_path / "converted", components_path=tmp_path / "elsewhere.safetensors").check("one-stage")
+    with pytest.raises(ValueError, match="is not a converted ltx-jax checkpoint"):
+        CheckpointFiles(tmp_path).check("one-stage")

@@ -244,8 +244,10 @@ def write_tiny_checkpoint(tmp_path, seed=10):
 
 def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path, caplog):
     """--checkpoint-path + --prompt-embeddings generate the same latents as the in-memory embedded run,
-    with the DiT replicated and with it split over the mesh (--shard-weights)."""
+    with the DiT replicated, with it split over the mesh (--shard-weights), and from a converted directory
+    (its DiT in Orbax, the rest from the file it was converted from, found beside it)."""
     checkpoint, embeddings = write_tiny_checkpoint(tmp_path)
+    ltx_jax.convert_checkpoint(checkpoint, tmp_path / "converted", dtype="float32", progress=False)
     common = ["--mesh", "8", "--num-inference-steps", "3", "--height", "64", "--width", "96", "--num-frames", "9"]
     runs = {}
     for name, extra in (
@@ -254,6 +256,8 @@ def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path, caplo
                         "float32", "--video-stg-blocks", "1", "--audio-stg-blocks", "1"]),
         ("sharded", ["--checkpoint-path", str(checkpoint), "--prompt-embeddings", str(embeddings), "--dtype",
                      "float32", "--video-stg-blocks", "1", "--audio-stg-blocks", "1", "--shard-weights"]),
+        ("converted", ["--checkpoint-path", str(tmp_path / "converted"), "--prompt-embeddings", str(embeddings),
+                       "--dtype", "float32", "--video-stg-blocks", "1", "--audio-stg-blocks", "1"]),
     ):  # fmt: skip
         latents = tmp_path / f"{name}.npz"
         args = generate.parse_args([*common, *extra, "--output-path", str(tmp_path / f"{name}.mp4"), "--save-latents",
@@ -265,7 +269,7 @@ def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path, caplo
         assert placement, "SequenceParallel did not log its placement"
         assert ("sharded weights" in placement[0]) == (name == "sharded"), placement[0]
         runs[name] = dict(np.load(latents))
-    for name in ("checkpoint", "sharded"):
+    for name in ("checkpoint", "sharded", "converted"):
         for stream in ("video", "audio"):
             reference = runs["embedded"][stream]
             error = np.abs(runs[name][stream] - reference).max() / np.abs(reference).max()

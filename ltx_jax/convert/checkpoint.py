@@ -154,6 +154,21 @@ def _manifest(cfg: LTXConfig, dtype: np.dtype, model_version: str | None, src: A
     }
 
 
+def converted_manifest(path: str | os.PathLike) -> dict[str, Any]:
+    """The manifest of a directory written by `convert_checkpoint` (its config, dtype, model version and
+    the name of the file it came from); raises `ValueError` if `path` is not one this ltx-jax reads."""
+    manifest_path = os.path.join(path, FORMAT_FILE)
+    if not os.path.isfile(manifest_path):
+        raise ValueError(f"{os.fspath(path)} is not a converted ltx-jax checkpoint: it has no {FORMAT_FILE}.")
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    if manifest.get("format") != FORMAT_VERSION:
+        raise ValueError(
+            f"{os.fspath(path)}: checkpoint format {manifest.get('format')!r}; this ltx-jax reads {FORMAT_VERSION}."
+        )
+    return manifest
+
+
 def load_checkpoint(
     path: str | os.PathLike,
     mesh: Mesh | None = None,
@@ -245,13 +260,7 @@ def _load_converted(
     attention_backend: AttentionBackend,
     quantization: Quantization,
 ) -> tuple[LTXModel, LTXConfig]:
-    manifest_path = os.path.join(path, FORMAT_FILE)
-    if not os.path.isfile(manifest_path):
-        raise ValueError(f"{path} is not a converted ltx-jax checkpoint: it has no {FORMAT_FILE}.")
-    with open(manifest_path) as f:
-        manifest = json.load(f)
-    if manifest.get("format") != FORMAT_VERSION:
-        raise ValueError(f"{path}: checkpoint format {manifest.get('format')!r}; this ltx-jax reads {FORMAT_VERSION}.")
+    manifest = converted_manifest(path)
     cfg = LTXConfig(**manifest["config"])
     stored = parse_dtype(manifest["dtype"])
     model = LTXModel.abstract(cfg, stored, attention_backend)

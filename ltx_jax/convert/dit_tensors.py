@@ -90,22 +90,41 @@ def checkpoint_config(st: SafetensorsFile, override: Mapping[str, Any] | None = 
     return cfg, st.metadata.get("model_version")
 
 
-def lora_pairs(lora: Lora) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """DiT weight key -> (A, B) of one LoRA file. Reads the whole file: LoRAs are small."""
+def lora_modules(lora: Lora) -> dict[str, dict[str, str]]:
+    """DiT weight key -> {"lora_A": file key, "lora_B": file key} of one LoRA file, from its header alone.
+    Raises `ValueError` naming the file for a module without both factors, or a file without any."""
     st = SafetensorsFile(lora.path)
-    factors: dict[str, dict[str, np.ndarray]] = {}
+    factors: dict[str, dict[str, str]] = {}
     for key in st.keys():
         stripped = next((key[len(p) :] for p in LORA_PREFIXES if key.startswith(p)), key)
         for part in ("lora_A", "lora_B"):
             marker = f".{part}.weight"
             if stripped.endswith(marker):
-                factors.setdefault(stripped[: -len(marker)] + ".weight", {})[part] = st.read(key)
+                factors.setdefault(stripped[: -len(marker)] + ".weight", {})[part] = key
     incomplete = sorted(k for k, ab in factors.items() if len(ab) != 2)
     if incomplete:
         raise ValueError(f"LoRA {lora.path}: {len(incomplete)} modules lack lora_A or lora_B, e.g. {incomplete[0]!r}.")
     if not factors:
         raise ValueError(f"LoRA {lora.path} has no '*.lora_A.weight' / '*.lora_B.weight' tensors.")
-    return {key: (ab["lora_A"], ab["lora_B"]) for key, ab in factors.items()}
+    return factors
+
+
+def lora_pairs(lora: Lora) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """DiT weight key -> (A, B) of one LoRA file. Reads the whole file: LoRAs are small."""
+    st = SafetensorsFile(lora.path)
+    return {key: (st.read(ab["lora_A"]), st.read(ab["lora_B"])) for key, ab in lora_modules(lora).items()}
+
+
+def check_lora_matches(checkpoint: SafetensorsFile, lora: Lora) -> None:
+    """Raises `ValueError` before anything loads if no module of `lora` is a DiT weight of `checkpoint`
+    (headers only): a LoRA for another model."""
+    modules = lora_modules(lora)
+    weights = {k[len(DIT_PREFIX) :] for k in checkpoint.keys() if component_of(k) == "dit"}
+    if not set(modules) & weights:
+        raise ValueError(
+            f"LoRA {lora.path} matches no DiT weight of {checkpoint.path} (e.g. {sorted(modules)[0]!r}): it was "
+            "trained for another model; pass a LoRA for this checkpoint."
+        )
 
 
 class DitTensors:

@@ -13,7 +13,7 @@ LTX-2.3 with the rank-384 distilled LoRA).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -88,6 +88,25 @@ class LoraBlock(nnx.Module):
             return variable.replace(fused_kernel(variable.get_value(), *by_path[path], self.strength))
 
         return nnx.merge(graphdef, nnx.map_state(fuse, state))(video_args, audio_args, *rest)
+
+
+def combined(loras: Sequence[LoraWeights]) -> LoraWeights:
+    """Several LoRAs as one of strength 1, for `with_lora`: per kernel, the `A`s stacked over the ranks and
+    the `B`s side by side, each `B` times its LoRA's strength (rounded to its dtype, as ltx-core scales
+    it), so that `B @ A` is the sum of the deltas. The sum is accumulated in float32 and rounded once,
+    where ltx-core's `apply_loras` rounds each delta to the weight's dtype first (an ulp apart in bf16)."""
+    if len(loras) == 1:
+        return loras[0]
+    parts: dict[ParamPath, list[tuple[jax.Array, jax.Array]]] = {}
+    for lora in loras:
+        for path, (a, b) in lora.factors.items():
+            parts.setdefault(path, []).append((a, (b.astype(jnp.float32) * lora.strength).astype(b.dtype)))
+    return LoraWeights(
+        {
+            path: (jnp.concatenate([a for a, _ in pairs], axis=0), jnp.concatenate([b for _, b in pairs], axis=1))
+            for path, pairs in parts.items()
+        }
+    )
 
 
 def with_lora(model: nnx.Module, lora: LoraWeights) -> nnx.Module:

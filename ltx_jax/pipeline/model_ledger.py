@@ -21,13 +21,13 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from ltx_jax.config import LTXConfig
-from ltx_jax.convert.checkpoint import load_checkpoint
-from ltx_jax.convert.dit_tensors import Lora, checkpoint_config, parse_dtype
+from ltx_jax.convert.checkpoint import converted_manifest, load_checkpoint
+from ltx_jax.convert.dit_tensors import Lora, check_lora_matches, checkpoint_config, parse_dtype
 from ltx_jax.convert.lora import load_lora
 from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors, parse_metadata_json
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import audio_vae, upsampler, video_vae
-from ltx_jax.model.lora import with_lora
+from ltx_jax.model.lora import combined, with_lora
 from ltx_jax.model.quantization import Quantization, check_quantization
 from ltx_jax.pipeline.components import (
     PipelineModels,
@@ -49,7 +49,8 @@ class CheckpointFiles:
     """What to load, and how.
 
     Attributes:
-        checkpoint_path: an official LTX-2 `.safetensors` (DiT, text connectors, VAEs, vocoder).
+        checkpoint_path: an official LTX-2 `.safetensors` (DiT, text connectors, VAEs, vocoder), or a
+            directory `convert_checkpoint` wrote (the DiT in Orbax; the rest from `components_path`).
         gemma_root: the Gemma 3 directory (weights + tokenizer) that encodes text prompts; None: the
             caller passes `PromptEmbeddings`.
         spatial_upsampler_path: the 2x latent upsampler `.safetensors` (the two-stage flows).
@@ -57,10 +58,12 @@ class CheckpointFiles:
             two-stage-hq the two strengths below instead, as the reference ignores it there).
         distilled_lora_strength_stage_1, distilled_lora_strength_stage_2: two-stage-hq's strengths
             of the distilled LoRA in each stage (the reference's defaults 0.25 and 0.5).
-        loras: LoRAs fused into every DiT; for ic-lora the one IC-LoRA, applied in stage 1 only.
+        loras: LoRAs fused into every DiT; for ic-lora the IC-LoRA(s), applied as stage 1 runs only.
         prompt_cache_dir: cache prompt contexts here (keyed by prompt and weights).
         dtype: parameter dtype of the DiT and the VAEs: "bfloat16", "float32" or "float16".
         shard_weights: split the DiT's weights over the mesh (FSDP) instead of a copy per device.
+        components_path: with a converted `checkpoint_path`: the official `.safetensors` the text
+            connectors, VAEs and vocoder come from (None: the file it was converted from, beside it).
         quantization: "fp8-cast": the DiT blocks' linear weights in float8_e4m3fn, upcast in the
             matmuls (half their memory; `ltx_jax.model.quantization`), as ltx-pipelines'
             `--quantization fp8-cast`.
@@ -77,10 +80,17 @@ class CheckpointFiles:
     dtype: str = "bfloat16"
     shard_weights: bool = False
     quantization: Quantization = "none"
+    components_path: PathLike | None = None
 
     def check(self, flow: Flow) -> None:
         """Raises `ValueError`/`FileNotFoundError` naming the argument and the fix; reads file headers only."""
-        _check_file("checkpoint_path", self.checkpoint_path, ".safetensors")
+        if Path(self.checkpoint_path).is_dir():
+            self._check_converted(flow)
+        else:
+            _check_file("checkpoint_path", self.checkpoint_path, ".safetensors")
+            if self.components_path is not None:
+                raise ValueError("components_path (--components-path) goes with a converted checkpoint_path directory.")
+        _check_file("components_path", self.components(), ".safetensors")
         parse_dtype(self.dtype)
         check_quantization(self.quantization)
         if self.gemma_root is not None and not Path(self.gemma_root).is_dir():
@@ -89,11 +99,6 @@ class CheckpointFiles:
             raise ValueError(f"The {flow} flow needs spatial_upsampler_path (the 2x latent upsampler .safetensors).")
         if self.spatial_upsampler_path is not None:
             _check_file("spatial_upsampler_path", self.spatial_upsampler_path, ".safetensors")
-        if flow == "ic-lora" and len(self.loras) > 1:
-            raise ValueError(
-                f"The ic-lora flow applies one LoRA (the IC-LoRA) to stage 1; got {len(self.loras)}. Fuse the "
-                "others into the checkpoint first (scripts/convert_checkpoint.py --lora), or pass one."
-            )
         guided = flow in GUIDED_TWO_STAGE_FLOWS
         if guided and self.distilled_lora is None:
             raise ValueError(f"The {flow} flow needs distilled_lora=Lora(PATH, STRENGTH) for its second stage.")
@@ -107,15 +112,33 @@ class CheckpointFiles:
             if not isinstance(strength, (int, float)) or not math.isfinite(strength):
                 raise ValueError(f"distilled_lora_strength_stage_{stage} must be a finite number, got {strength!r}.")
         named = [("distilled_lora", self.distilled_lora)] if self.distilled_lora else []
+        checkpoint = SafetensorsFile(self.components())
         for name, lora in [*named, *(("loras", lora) for lora in self.loras)]:
             _check_file(name, lora.path, ".safetensors")
             if not math.isfinite(lora.strength):
                 raise ValueError(f"{name}: the strength of {lora.path} must be a finite number, got {lora.strength}.")
+            check_lora_matches(checkpoint, lora)
         if flow == "ic-lora":
             reference_downscale_factor(self.loras)  # the IC-LoRAs' factors agree
 
+    def _check_converted(self, flow: Flow) -> None:
+        converted_manifest(self.checkpoint_path)  # a directory convert_checkpoint wrote
+        if self.loras and flow != "ic-lora":  # ic-lora applies its LoRA as stage 1 runs; the others fuse at load
+            raise ValueError(
+                f"loras (--lora) fuse into the weights as a .safetensors loads; {os.fspath(self.checkpoint_path)} is "
+                "converted: fuse them when converting (scripts/convert_checkpoint.py --lora), or load the file."
+            )
+
+    def components(self) -> Path:
+        """The `.safetensors` the text connectors, VAEs and vocoder load from."""
+        if not Path(self.checkpoint_path).is_dir():
+            return Path(self.checkpoint_path)
+        if self.components_path is not None:
+            return Path(self.components_path)
+        return Path(self.checkpoint_path).parent / converted_manifest(self.checkpoint_path)["source"]
+
     def dit_config(self) -> LTXConfig:
-        """The DiT's config from the checkpoint's header, without loading weights."""
+        """The DiT's config from the checkpoint's header (or a converted directory's manifest)."""
         return _header(self.checkpoint_path)[0]
 
     def defaults(self, flow: Flow) -> GenerationDefaults:
@@ -129,9 +152,13 @@ def _check_file(name: str, path: PathLike, suffix: str) -> None:
 
 
 def _header(path: PathLike) -> tuple[LTXConfig, bool]:
-    """The DiT's config and whether it is LTX-2.3: the header's `model_version`, else the architecture
-    (gated attention is new in 2.3)."""
-    cfg, version = checkpoint_config(SafetensorsFile(path), None)
+    """The DiT's config and whether it is LTX-2.3: the header's (or manifest's) `model_version`, else the
+    architecture (gated attention is new in 2.3)."""
+    if Path(path).is_dir():
+        manifest = converted_manifest(path)
+        cfg, version = LTXConfig(**manifest["config"]), manifest.get("model_version")
+    else:
+        cfg, version = checkpoint_config(SafetensorsFile(path), None)
     return cfg, (version or "").startswith("2.3") or cfg.apply_gated_attention
 
 
@@ -157,15 +184,14 @@ def reference_downscale_factor(loras: tuple[Lora, ...]) -> int:
 
 
 def _with_loras(model: nnx.Module, loras: tuple[Lora, ...], mesh: Mesh) -> nnx.Module:
-    """`model` with its one LoRA (`CheckpointFiles.check`) applied as it runs, sharing its weights;
-    no LoRA: `model` itself."""
-    return with_lora(model, load_lora(model, loras[0], mesh=mesh)) if loras else model
+    """`model` with `loras` applied as it runs (`combined`), sharing its weights; no LoRA: `model` itself."""
+    return with_lora(model, combined([load_lora(model, lora, mesh=mesh) for lora in loras])) if loras else model
 
 
 def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModels:
     """Every model `flow` needs, from `files` (checked with `files.check(flow)` first), the DiTs on `mesh`."""
     files.check(flow)
-    tensors, config = checkpoint_tensors(files.checkpoint_path)
+    tensors, config = checkpoint_tensors(files.components())
     dtype = jnp.dtype(files.dtype)
     load = functools.partial(
         load_checkpoint, files.checkpoint_path, mesh=mesh, dtype=dtype, shard_weights=files.shard_weights,
@@ -213,7 +239,7 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
 
 def load_prompt_encoder(files: CheckpointFiles, mesh: Mesh) -> Any:  # noqa: ANN401 - a PromptEncoder
     """Gemma 3 from `files.gemma_root` and the checkpoint's embeddings processor, alone (no DiT)."""
-    tensors, config = checkpoint_tensors(files.checkpoint_path)
+    tensors, config = checkpoint_tensors(files.components())
     return _gemma_prompt_encoder(files, config, tensors, mesh)
 
 
@@ -251,5 +277,5 @@ def _gemma_prompt_encoder(files: CheckpointFiles, config: dict[str, Any], tensor
         # Cache hits are per process: with several processes one could skip a Gemma forward whose weights
         # span all of them and hang the others, so the cache is used only in single-process runs.
         cache_dir=files.prompt_cache_dir if jax.process_count() == 1 else None,
-        ltx_checkpoint_path=files.checkpoint_path,
+        ltx_checkpoint_path=files.components(),
     )

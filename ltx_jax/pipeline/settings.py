@@ -213,6 +213,14 @@ class GenerationSettings:
         for name, path in named:
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"{name}: {os.fspath(path)!r} does not exist.")
+            # the first num_frames frames are read; the VAE encodes 8k+1 (load_video_conditioning)
+            frames = min(video_metadata(path)[1], self.num_frames)
+            if (frames - 1) % 8:
+                raise ValueError(
+                    f"{name}: {os.fspath(path)!r} gives {frames} frames of the {self.num_frames} requested; the VAE "
+                    f"encodes 8k+1: use a video of at least {self.num_frames} frames, or generate "
+                    f"{(frames - 1) // 8 * 8 + 1}."
+                )
         self._check_audio(flow)
         check_retake(self.retake, self.num_frames, self.frame_rate, flow)
 
