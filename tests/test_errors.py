@@ -1,6 +1,7 @@
 """Failures end with one line: exit statuses, interruptions (SIGINT, SIGTERM, SIGHUP) that leave no partial
 file behind, meshes no run can use, and no unsafe deserialization of user files anywhere."""
 
+import dataclasses
 import os
 import pathlib
 import re
@@ -198,7 +199,7 @@ def test_output_paths_and_prompt_embeddings_are_checked_before_building(tmp_path
 
 
 def test_short_reference_videos_and_foreign_loras_are_refused_before_building(tmp_path):
-    """ic-lora: a reference video shorter than the request (10 frames of 17) is refused by the preflight;
+    """ic-lora: a reference video shorter than the request (10 frames of 17), or at another frame rate, is refused;
     a LoRA whose modules are not in the checkpoint's DiT is refused by CheckpointFiles.check (headers)."""
     from ltx_jax.pipeline import CheckpointFiles, GenerationSettings, VideoCondition, write_mp4  # noqa: PLC0415
     from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS  # noqa: PLC0415
@@ -208,6 +209,8 @@ def test_short_reference_videos_and_foreign_loras_are_refused_before_building(tm
     settings = GenerationSettings(height=128, width=128, num_frames=17, reference_videos=(VideoCondition(short),))
     with pytest.raises(ValueError, match="short.mp4' gives 10 frames of the 17 requested; the VAE encodes 8k\\+1"):
         settings.resolve(EMBEDDED_DEFAULTS, "ic-lora")
+    with pytest.raises(ValueError, match="short.mp4' runs at 24 fps and the generation at 30; re-encode it"):
+        dataclasses.replace(settings, frame_rate=30.0).resolve(EMBEDDED_DEFAULTS, "ic-lora")
     cfg = ltx_jax.LTXConfig.tiny(num_layers=1)
     write_checkpoint(tmp_path / "model.safetensors", cfg, official_state(torch_model(cfg).state_dict(), torch.float32))
     foreign = {f"diffusion_model.unet.down.0.lora_{p}.weight": np.zeros((2, 2), np.float32) for p in "AB"}

@@ -213,8 +213,14 @@ class GenerationSettings:
         for name, path in named:
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"{name}: {os.fspath(path)!r} does not exist.")
+            fps, frames, _, _ = video_metadata(path)
+            if abs(fps - self.frame_rate) > FPS_TOLERANCE * self.frame_rate:  # its frames would land at other times
+                raise ValueError(
+                    f"{name}: {os.fspath(path)!r} runs at {fps:g} fps and the generation at {self.frame_rate:g}; "
+                    f"re-encode it at {self.frame_rate:g} fps, or generate at --frame-rate {fps:g}."
+                )
             # the first num_frames frames are read; the VAE encodes 8k+1 (load_video_conditioning)
-            frames = min(video_metadata(path)[1], self.num_frames)
+            frames = min(frames, self.num_frames)
             if (frames - 1) % 8:
                 raise ValueError(
                     f"{name}: {os.fspath(path)!r} gives {frames} frames of the {self.num_frames} requested; the VAE "
@@ -255,6 +261,7 @@ class GenerationSettings:
             )
 
 
+FPS_TOLERANCE = 0.01  # a conditioning video's frame rate within 1% of the generation's
 AUDIO_LATENT_SECONDS = 0.04  # one audio latent frame: 4 mel frames of 160 samples at 16 kHz
 _DEFAULTED = ("height", "width", "num_frames", "frame_rate", "num_inference_steps", "seed")
 
