@@ -34,11 +34,13 @@ def _raise_terminated(signum: int, _: FrameType | None) -> None:
 @contextlib.contextmanager
 def signals_interrupt() -> Iterator[None]:
     """Within the block (on the main thread), SIGTERM and SIGHUP raise `Terminated`; the previous
-    handlers come back on exit. Elsewhere (a worker thread cannot set handlers) it changes nothing."""
+    handlers come back on exit. A signal the process ignores stays ignored (`nohup` ignores SIGHUP so
+    that the run outlives its terminal). Elsewhere (a worker thread cannot set handlers) it changes nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.signal(signum, _raise_terminated) for signum in TERMINATING_SIGNALS}
+    caught = [signum for signum in TERMINATING_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
+    previous = {signum: signal.signal(signum, _raise_terminated) for signum in caught}
     try:
         yield
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +38,17 @@ class Compilations:
 
 
 def save_latents(path: Path, out: Any) -> None:  # noqa: ANN401 - a GeneratedVideo
+    """The final latents as an .npz; the file appears only when complete (written beside, then renamed)."""
     import numpy as np  # noqa: PLC0415
 
     path.parent.mkdir(parents=True, exist_ok=True)
     latents = {"video": out.video_latent, "audio": out.audio_latent}
-    np.savez(path, **{name: np.asarray(v, np.float32) for name, v in latents.items() if v is not None})
+    partial = path.with_name(f".{path.name}.partial.npz")
+    try:
+        np.savez(partial, **{name: np.asarray(v, np.float32) for name, v in latents.items() if v is not None})
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def describe_mesh(mesh: Any, runtime: Any) -> str:  # noqa: ANN401

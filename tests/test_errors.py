@@ -9,6 +9,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import jax
@@ -31,6 +32,17 @@ import generate  # noqa: E402 - scripts/generate.py: its parser, without running
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+
+
+def default_signals() -> None:
+    """In the child before it starts: SIGINT and SIGHUP as a fresh process has them, whatever this one
+    inherited (a background job starts with SIGINT ignored, `nohup` ignores SIGHUP, and children inherit it)."""
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def start(command: list[str], **kwargs: object) -> subprocess.Popen:
+    return subprocess.Popen(command, env=ENV, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals, **kwargs)
 
 
 def wait_for(condition, what: str, process: subprocess.Popen, timeout: float = 120.0) -> None:
@@ -68,7 +80,7 @@ def test_a_signal_during_mp4_writing_leaves_no_file(tmp_path, signum):
         "    print(describe(stop, 'writing'), file=sys.stderr)\n"
         "    sys.exit(exit_status(stop))\n"
     )
-    process = subprocess.Popen([sys.executable, "-c", child], env=ENV, stderr=subprocess.PIPE, text=True)
+    process = start([sys.executable, "-c", child])
     partial = tmp_path / "out.mp4.partial.mp4"
     wait_for(lambda: partial.exists() and partial.stat().st_size > 0, "partial mp4", process)
     process.send_signal(signum)
@@ -92,7 +104,7 @@ def test_a_signal_during_conversion_leaves_no_directory(tmp_path, signum):
         "import convert_checkpoint\n"
         f"sys.exit(convert_checkpoint.main([{str(src)!r}, {str(tmp_path / 'out')!r}]))\n"
     )
-    process = subprocess.Popen([sys.executable, "-c", child], env=ENV, stderr=subprocess.PIPE, text=True)
+    process = start([sys.executable, "-c", child])
     wait_for(lambda: any(p.name.startswith(".out.partial-") for p in tmp_path.iterdir()), "partial dir", process)
     process.send_signal(signum)
     assert_one_line_interruption(process, signum, "conversion")
@@ -102,11 +114,13 @@ def test_a_signal_during_conversion_leaves_no_directory(tmp_path, signum):
 def test_a_signal_during_generation_is_one_line_and_writes_nothing(tmp_path):
     """scripts/generate.py on the embedded default, stopped by SIGTERM once it runs: status 143, one line."""
     out = tmp_path / "out.mp4"
-    process = subprocess.Popen(
+    process = start(
         [sys.executable, "scripts/generate.py", "--mesh", "2", "--output-path", str(out)],
-        cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, stdout=subprocess.PIPE,
     )  # fmt: skip
-    assert process.stdout.readline().startswith("devices: ")  # the run has started
+    lines = []
+    threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
+    wait_for(lambda: any(line.startswith("devices: ") for line in lines), "the run's start", process)
     process.send_signal(signal.SIGTERM)
     assert_one_line_interruption(process, signal.SIGTERM, "generation")
     assert list(tmp_path.iterdir()) == []
@@ -234,8 +248,14 @@ def test_a_converted_directory_needs_its_components_file(tmp_path):
     with pytest.raises(ValueError, match="loras \\(--lora\\) fuse into the weights as a .safetensors loads"):
         CheckpointFiles(tmp_path / "converted", loras=(Lora(str(src)),)).check("one-stage")
     src.rename(tmp_path / "elsewhere.safetensors")
-    with pytest.raises(FileNotFoundError, match="components_path='.*model.safetensors' must be an existing"):
+    with pytest.raises(FileNotFoundError, match="'model.safetensors', the file it was converted from, is not beside"):
         CheckpointFiles(tmp_path / "converted").check("one-stage")
     CheckpointFiles(tmp_path / "converted", components_path=tmp_path / "elsewhere.safetensors").check("one-stage")
+    deeper = ltx_jax.LTXConfig.tiny(num_layers=2)
+    write_checkpoint(
+        tmp_path / "other.safetensors", deeper, official_state(torch_model(deeper).state_dict(), torch.float32)
+    )
+    with pytest.raises(ValueError, match="with 2 blocks, but .* was converted from LTX .* with 1: pass the file"):
+        CheckpointFiles(tmp_path / "converted", components_path=tmp_path / "other.safetensors").check("one-stage")
     with pytest.raises(ValueError, match="is not a converted ltx-jax checkpoint"):
         CheckpointFiles(tmp_path).check("one-stage")

@@ -164,9 +164,10 @@ class LTXPipeline:
         prompt_cache_dir: PathLike | None = None,
         max_batch_size: int | None = None,
         quantization: Quantization = "none",
+        components_path: PathLike | None = None,
     ) -> LTXPipeline:
-        """The models of `flow` from official LTX-2 files (see `CheckpointFiles` and `RuntimeOptions`).
-        A LoRA given as a path has strength 1."""
+        """The models of `flow` from official LTX-2 files, or a converted DiT directory and the file it
+        came from (see `CheckpointFiles` and `RuntimeOptions`). A LoRA given as a path has strength 1."""
         files = CheckpointFiles(
             checkpoint_path,
             gemma_root=gemma_root,
@@ -177,6 +178,7 @@ class LTXPipeline:
             dtype=dtype,
             shard_weights=shard_weights,
             quantization=quantization,
+            components_path=components_path,
         )
         return cls.from_files(files, flow=flow, mesh=mesh, runtime=RuntimeOptions(strategy, backend, max_batch_size))
 

@@ -89,8 +89,10 @@ class CheckpointFiles:
         else:
             _check_file("checkpoint_path", self.checkpoint_path, ".safetensors")
             if self.components_path is not None:
-                raise ValueError("components_path (--components-path) goes with a converted checkpoint_path directory.")
-        _check_file("components_path", self.components(), ".safetensors")
+                raise ValueError(
+                    f"components_path (--components-path) {os.fspath(self.components_path)!r} goes with a converted "
+                    "checkpoint_path directory; a .safetensors checkpoint holds its components itself: drop it."
+                )
         parse_dtype(self.dtype)
         check_quantization(self.quantization)
         if self.gemma_root is not None and not Path(self.gemma_root).is_dir():
@@ -122,7 +124,22 @@ class CheckpointFiles:
             reference_downscale_factor(self.loras)  # the IC-LoRAs' factors agree
 
     def _check_converted(self, flow: Flow) -> None:
-        converted_manifest(self.checkpoint_path)  # a directory convert_checkpoint wrote
+        manifest = converted_manifest(self.checkpoint_path)  # a directory convert_checkpoint wrote
+        components, directory = self.components(), os.fspath(self.checkpoint_path)
+        if self.components_path is None and not components.is_file():
+            raise FileNotFoundError(
+                f"{directory} holds the DiT only, and {manifest['source']!r}, the file it was converted from, is "
+                "not beside it: pass components_path (--components-path FILE), the official .safetensors with its "
+                "VAEs, vocoder and text connectors."
+            )
+        _check_file("components_path", components, ".safetensors")
+        cfg, version = checkpoint_config(SafetensorsFile(components), None)
+        if version != manifest.get("model_version") or cfg.num_layers != manifest["config"]["num_layers"]:
+            raise ValueError(
+                f"components_path {os.fspath(components)!r} is LTX {version} with {cfg.num_layers} blocks, but "
+                f"{directory} was converted from LTX {manifest.get('model_version')} with "
+                f"{manifest['config']['num_layers']}: pass the file it was converted from ({manifest['source']!r})."
+            )
         if self.loras and flow != "ic-lora":  # ic-lora applies its LoRA as stage 1 runs; the others fuse at load
             raise ValueError(
                 f"loras (--lora) fuse into the weights as a .safetensors loads; {os.fspath(self.checkpoint_path)} is "

@@ -213,7 +213,7 @@ class GenerationSettings:
         for name, path in named:
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"{name}: {os.fspath(path)!r} does not exist.")
-            fps, frames, _, _ = video_metadata(path)
+            fps, frames, _, _ = video_metadata(path, frame_cap=self.num_frames)
             if abs(fps - self.frame_rate) > FPS_TOLERANCE * self.frame_rate:  # its frames would land at other times
                 raise ValueError(
                     f"{name}: {os.fspath(path)!r} runs at {fps:g} fps and the generation at {self.frame_rate:g}; "

@@ -10,6 +10,7 @@ conditioning images are (`images.resize_and_center_crop`, without the CRF round 
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import numpy as np
@@ -37,9 +38,9 @@ def read_video_frames(path: str | os.PathLike, frame_cap: int) -> np.ndarray:
     return np.stack(frames)
 
 
-def video_metadata(path: str | os.PathLike) -> tuple[float, int, int, int]:
+def video_metadata(path: str | os.PathLike, frame_cap: int | None = None) -> tuple[float, int, int, int]:
     """`(fps, frames, width, height)` of `path`'s first video stream (`get_videostream_metadata`: the
-    frames are counted by decoding where the container does not state them)."""
+    frames are counted by decoding where the container does not state them, up to `frame_cap`)."""
     import av  # noqa: PLC0415
 
     if not os.path.isfile(path):
@@ -49,7 +50,7 @@ def video_metadata(path: str | os.PathLike) -> tuple[float, int, int, int]:
             if not container.streams.video:
                 raise ValueError(f"The video {os.fspath(path)!r} has no video stream.")
             stream = container.streams.video[0]
-            frames = stream.frames or sum(1 for _ in container.decode(stream))
+            frames = stream.frames or sum(1 for _ in itertools.islice(container.decode(stream), frame_cap))
             return float(stream.average_rate), frames, stream.codec_context.width, stream.codec_context.height
     except av.error.FFmpegError as error:
         raise ValueError(f"The video {os.fspath(path)!r} cannot be decoded ({error}).") from None
