@@ -6,12 +6,18 @@ container runtimes send) and SIGHUP (a closed terminal) instead end the process 
 skipping that cleanup. Inside `signals_interrupt()` they raise `Terminated`, a `KeyboardInterrupt`, in
 the main thread, so every run ends the same way whatever stopped it; `exit_status` gives the shell's
 `128 + signal` code and `describe` the one line to print.
+
+Python discards an exception raised inside a garbage-collector callback or a `__del__` (JAX registers
+one), so a signal landing there would be lost and the run would go on. The handler also records the
+signal, and the loops that can run long (each DiT forward, each frame written, each tensor converted)
+call `raise_if_signalled()`, which raises it again if it was lost.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
@@ -27,8 +33,18 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+_pending: list[int] = []  # signals received in the current signals_interrupt() block
+
+
 def _raise_terminated(signum: int, _: FrameType | None) -> None:
+    _pending.append(signum)
     raise Terminated(signum)
+
+
+def raise_if_signalled() -> None:
+    """Raises `Terminated` for a SIGTERM / SIGHUP whose exception was lost (see the module docstring)."""
+    if _pending:
+        raise Terminated(_pending[0])
 
 
 @contextlib.contextmanager
@@ -41,11 +57,20 @@ def signals_interrupt() -> Iterator[None]:
         return
     caught = [signum for signum in TERMINATING_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
     previous = {signum: signal.signal(signum, _raise_terminated) for signum in caught}
+    unraisable = sys.unraisablehook
+
+    def quiet_when_lost(report: object) -> None:  # a lost Terminated is raised again: no "Exception ignored"
+        if not isinstance(report.exc_value, Terminated):
+            unraisable(report)
+
+    sys.unraisablehook = quiet_when_lost
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        sys.unraisablehook = unraisable
+        _pending.clear()
 
 
 def _signum(interrupt: KeyboardInterrupt) -> int:

@@ -33,6 +33,7 @@ from ltx_jax.convert.dit_tensors import DitTensors, Lora, checkpoint_config, par
 from ltx_jax.convert.placement import Progress, place_parameter, place_table
 from ltx_jax.convert.safetensors_file import SafetensorsFile
 from ltx_jax.convert.state_dict import expected_keys, set_params, transpose
+from ltx_jax.interrupts import raise_if_signalled
 from ltx_jax.model.attention_backends import AttentionBackend
 from ltx_jax.model.model import LTXModel
 from ltx_jax.model.quantization import FP8, Quantization, check_quantization, is_fp8_cast_key, quantize_fp8_cast
@@ -130,6 +131,7 @@ def _write_params(path: str, tensors: DitTensors, table: Mapping[str, tuple], ba
     pending_bytes = 0
     with context:
         for key, (param_path, transposed, _, _) in table.items():
+            raise_if_signalled()
             array = tensors.read(key)
             if transposed:  # rebinding drops the untransposed copy at once
                 array = transpose(array)

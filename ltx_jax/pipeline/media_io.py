@@ -12,6 +12,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from ltx_jax.interrupts import raise_if_signalled
+
 
 def video_to_uint8(video: np.ndarray) -> np.ndarray:
     """A decoded `(C=3, F, H, W)` video in [-1, 1] -> `(F, H, W, 3)` uint8, as the reference rounds it."""
@@ -43,6 +45,7 @@ def write_mp4(
             stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
             audio_stream = None if audio is None else _audio_stream(container, sample_rate)
             for frame in frames:
+                raise_if_signalled()
                 container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
             container.mux(stream.encode())
             if audio_stream is not None:
