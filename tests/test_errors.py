@@ -24,7 +24,6 @@ from ltx_core_twin import torch_model
 import ltx_jax
 from ltx_jax.convert.dit_tensors import Lora
 from ltx_jax.parallel import SequenceParallel
-from ltx_jax.pipeline import embedded, model_ledger
 
 ROOT = pathlib.Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -178,14 +177,7 @@ def documented_errors() -> list[tuple[str, str, str]]:
     return [(flags, kind, message.replace("\\|", "|")) for flags, kind, message in rows if kind != "exception"]
 
 
-def test_the_documented_errors_are_the_ones_raised(monkeypatch):
-    def no_build(*_, **__):
-        raise AssertionError("models were built before the arguments were checked")
-
-    for module in (embedded, model_ledger, sys.modules["ltx_jax.pipeline.ltx_pipeline"]):
-        for name in ("embedded_models", "load_models"):
-            if hasattr(module, name):
-                monkeypatch.setattr(module, name, no_build)
+def test_the_documented_errors_are_the_ones_raised(monkeypatch, no_model_building):
     monkeypatch.chdir(ROOT)
     rows = documented_errors()
     assert len(rows) >= 30
@@ -196,13 +188,8 @@ def test_the_documented_errors_are_the_ones_raised(monkeypatch):
         assert (type(raised.value).__name__, str(raised.value)) == (kind, message), flags
 
 
-def test_output_paths_and_prompt_embeddings_are_checked_before_building(tmp_path, monkeypatch):
+def test_output_paths_and_prompt_embeddings_are_checked_before_building(tmp_path, no_model_building):
     """An output under a file, and embeddings of the wrong width, stop the run before any model is built."""
-
-    def no_build(*_, **__):
-        raise AssertionError("models were built before the arguments were checked")
-
-    monkeypatch.setattr(sys.modules["ltx_jax.pipeline.ltx_pipeline"], "embedded_models", no_build)
     under_a_file = ["--output-path", str(ROOT / "README.md" / "out.mp4")]
     with pytest.raises(NotADirectoryError, match="README.md is a file, so no folder can be made there"):
         generate.run(generate.parse_args(under_a_file))
