@@ -151,6 +151,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     gen.add_argument("--prompt", action="append", help=f"repeatable: one video each (default {DEFAULT_PROMPT!r})")
     gen.add_argument("--prompts-file", type=Path, help="a text file, one prompt per line: one video each")
     gen.add_argument("--negative-prompt", help="default: the reference's")
+    gen.add_argument(
+        "--enhance-prompt", action="store_true",
+        help="Gemma 3 rewrites each prompt first (ltx-pipelines' system prompts; it sees the first --image)",
+    )  # fmt: skip
     gen.add_argument("--height", type=int, help=size_help("height", "pixels"))
     gen.add_argument("--width", type=int, help=size_help("width", "pixels"))
     gen.add_argument("--num-frames", type=int, help=size_help("num_frames", "8k+1 frames"))
@@ -353,8 +357,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         args.height, args.width, args.num_frames, args.frame_rate, args.num_inference_steps, args.seed,
         images_of(args), guidance_of(args, defaults.guidance), reference_videos_of(args), args.skip_stage_2,
         *attention_mask_of(args), args.audio_path, args.audio_start_time, args.audio_max_duration, retake_of(args),
+        args.enhance_prompt,
     )  # fmt: skip
     settings.resolve(defaults, args.pipeline)  # every generation argument checked before anything is built
+    if args.enhance_prompt:
+        check_enhance_prompt(args, files, settings)
     prompts, negative = prompts_of(args), args.negative_prompt
     if args.prompt_embeddings is not None:
         prompt, negative = load_prompt_embeddings(args.prompt_embeddings)
@@ -369,10 +376,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     runtime = RuntimeOptions(args.strategy, args.backend, args.max_batch_size)
     compilations = Compilations()
     pipe, encoded, info = load_and_encode(args, files, settings, prompts, negative, mesh, runtime)
+    settings = dataclasses.replace(settings, enhance_prompt=False)  # the prompts are enhanced and encoded
     videos = []
     for i, (context, negative_context) in enumerate(encoded):  # the models are loaded and compiled once for all
         with compilations:
             out = pipe.generate(context, settings, negative_prompt=negative_context)
+        out = dataclasses.replace(out, enhanced_prompt=info["enhanced"][i])
         path = numbered(args.output_path, i, len(prompts))
         if jax.process_index() == 0:  # only process 0 decodes and writes
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -396,11 +405,12 @@ def load_and_encode(
     from ltx_jax.pipeline.prompts import TextEncoder  # noqa: PLC0415
     from ltx_jax.pipeline.timing import device_memory_peak  # noqa: PLC0415
 
-    peaks, encoded = {}, None
+    peaks, encoded, enhanced = {}, None, [None] * len(prompts)
     start = time.perf_counter()
     if files is not None and files.gemma_root is not None and isinstance(prompts[0], str):
         runtime.check(files.dit_config(), mesh)  # before any device work, as from_files would
         text = TextEncoder.from_files(files, flow=args.pipeline, mesh=mesh)
+        prompts, enhanced = enhance_all(text, prompts, settings)
         encoded = [text.encode(prompt, settings, negative_prompt=negative) for prompt in prompts]
         del text  # Gemma's weights are freed here, before the DiT is loaded
         files = dataclasses.replace(files, gemma_root=None)
@@ -414,10 +424,40 @@ def load_and_encode(
     load_s, peaks["loading"] = time.perf_counter() - start, device_memory_peak()
     if encoded is None:
         start = time.perf_counter()
+        if isinstance(prompts[0], str):
+            prompts, enhanced = enhance_all(pipe, prompts, settings)
         encoded = [pipe.encode(prompt, settings, negative_prompt=negative) for prompt in prompts]
         pipe.release_text_encoder()  # every prompt is encoded: Gemma's weights are freed before any denoising
         encode_s, peaks["prompt encoding"] = time.perf_counter() - start, device_memory_peak()
-    return pipe, encoded, {"load_s": load_s, "encode_s": encode_s, "peaks": peaks}
+    return pipe, encoded, {"load_s": load_s, "encode_s": encode_s, "peaks": peaks, "enhanced": enhanced}
+
+
+def enhance_all(encoder: Any, prompts: list[str], settings: Any) -> tuple[list[str], list[str | None]]:  # noqa: ANN401
+    """The prompts to encode, and per prompt the enhanced one (None without --enhance-prompt). Each is
+    printed as Gemma writes it ("enhanced prompt: ...")."""
+    import jax  # noqa: PLC0415
+
+    if not settings.enhance_prompt:
+        return prompts, [None] * len(prompts)
+    enhanced = []
+    for prompt in prompts:
+        enhanced.append(encoder.enhance(prompt, settings))
+        if jax.process_index() == 0:
+            print(f"enhanced prompt: {enhanced[-1]}", flush=True)
+    return enhanced, list(enhanced)
+
+
+def check_enhance_prompt(args: argparse.Namespace, files: Any, settings: Any) -> None:  # noqa: ANN401
+    """--enhance-prompt's needs, before anything is loaded: text prompts, Gemma, the system prompts."""
+    from ltx_jax.text_encoders.gemma.prompt_enhancer import check_enhancement  # noqa: PLC0415
+
+    if args.prompt_embeddings is not None:
+        raise ValueError(
+            "--enhance-prompt rewrites text prompts, and --prompt-embeddings gives encoded ones: drop one of them."
+        )
+    if files is not None and files.gemma_root is None:
+        raise ValueError("--enhance-prompt runs Gemma 3: add --gemma-root GEMMA_DIR (gemma-3-12b-it).")
+    check_enhancement(None if files is None else files.gemma_root, with_image=bool(settings.images))
 
 
 def prompts_of(args: argparse.Namespace) -> list[str]:

@@ -12,6 +12,7 @@ import torch
 from synthetic_files import Planned, model_tensors, write_json, write_safetensors
 from transformers import Gemma3Config, Gemma3ForConditionalGeneration
 
+from ltx_jax.pipeline.embedded import GEMMA3_CHAT_TEMPLATE
 from ltx_jax.text_encoders.gemma.config import GEMMA3_CONFIG_FOR_LTX as GEMMA_12B
 
 _TINY_GEMMA = {"text_config": {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,
@@ -96,7 +97,8 @@ def write_tokenizer(root: Path, config: Mapping[str, Any]) -> None:
     flags = {"add_bos_token": True, "add_eos_token": False, "spaces_between_special_tokens": False}
     classes = {"tokenizer_class": "GemmaTokenizer", "processor_class": "Gemma3Processor"}
     extra = {"extra_special_tokens": {key: named[key] for key in ("boi_token", "eoi_token", "image_token")}}
-    write_json(root / "tokenizer_config.json", {**classes, **named, **flags, **extra})  # as the official file
+    chat = {"chat_template": GEMMA3_CHAT_TEMPLATE}  # Gemma 3's chat format, as the -it directory carries it
+    write_json(root / "tokenizer_config.json", {**classes, **named, **flags, **extra, **chat})  # as the official file
     write_json(root / "special_tokens_map.json", named)
 
 

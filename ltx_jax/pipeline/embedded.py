@@ -11,7 +11,7 @@ from typing import Any
 
 import jax.numpy as jnp
 from flax import nnx
-from tokenizers import Tokenizer, models, pre_tokenizers, processors
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 
 from ltx_jax.config import LTXConfig
 from ltx_jax.model import audio_vae, upsampler, video_vae
@@ -35,6 +35,9 @@ from ltx_jax.text_encoders.gemma import (
     LTXGemmaTokenizer,
     PromptEncoder,
 )
+from ltx_jax.text_encoders.gemma.encoders.gemma3_image_processor import Gemma3ImageConfig
+from ltx_jax.text_encoders.gemma.encoders.gemma3_vision import Gemma3VisionConfig, Gemma3VisionTower
+from ltx_jax.text_encoders.gemma.prompt_enhancer import ChatFormat, ImageTokens, PromptEnhancer, VisionInputs
 
 EMBEDDED_WEIGHTS_SEED = 10  # the weights of `scripts/generate.py` without a checkpoint
 _TINY_DIT = LTXConfig.tiny(
@@ -112,27 +115,62 @@ EMBEDDED_CONFIG: dict[str, Any] = {
 EMBEDDED_UPSAMPLER = {"in_channels": 16, "mid_channels": 32, "num_blocks_per_stage": 1}
 
 
-# 4 Gemma layers (3 sliding-window, 1 global) over a byte-level vocabulary; 128 tokens: the connectors'
-# 128 learnable registers need a multiple of 128.
+# 4 Gemma layers (3 sliding-window, 1 global) over a byte-level vocabulary and Gemma's chat and image
+# tokens; 128 tokens: the connectors' 128 learnable registers need a multiple of 128.
 EMBEDDED_GEMMA = Gemma3ModelConfig(
-    vocab_size=260, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+    vocab_size=272, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
     query_pre_attn_scalar=8, rms_norm_eps=1e-6, sliding_window=16,
     layer_types=("sliding_attention", "sliding_attention", "sliding_attention", "full_attention"),
     rope_theta=1e6, rope_local_base_freq=1e4, rope_scaling_factor=8.0,
 )  # fmt: skip
 EMBEDDED_MAX_LENGTH = 128
 _SPECIALS = ("<pad>", "<eos>", "<bos>", "<unk>")
+# Ids 260.. after the 256 bytes; Gemma 3's own ids differ (106 is <end_of_turn>), its names do not.
+_CHAT_TOKENS = ("<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>", "<image_soft_token>")
+_NAMED_TOKENS = {
+    "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>",
+    "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>",
+}  # fmt: skip
+# Gemma 3's chat format: the system message opens the first user turn; an image is <start_of_image>.
+GEMMA3_CHAT_TEMPLATE = """{{ bos_token }}
+{%- set system = messages[0]['content'] if messages[0]['role'] == 'system' else none -%}
+{%- if system is not none and system is not string %}{% set system = system[0]['text'] %}{% endif -%}
+{%- for message in (messages[1:] if system is not none else messages) -%}
+{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}
+{{ '<start_of_turn>' + role + '\n' }}{% if loop.first and system is not none %}{{ system + '\n\n' }}{% endif -%}
+{%- if message['content'] is string %}{{ message['content'] | trim }}{% else -%}
+{%- for item in message['content'] -%}
+{%- if item['type'] == 'image' %}{{ '<start_of_image>' }}{% endif -%}
+{%- if item['type'] == 'text' %}{{ item['text'] | trim }}{% endif -%}
+{%- endfor %}{% endif -%}
+{{ '<end_of_turn>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif -%}
+"""
+EMBEDDED_CHAT = ChatFormat(
+    GEMMA3_CHAT_TEMPLATE,
+    _NAMED_TOKENS,
+    stop_token_ids=(1, 261),  # <eos>, <end_of_turn>
+    image_tokens=ImageTokens("<start_of_image>", "<image_soft_token>", "<end_of_image>", count=4),
+)
+# A tiny SigLIP tower and projector: 32 x 32 pixels in 8 x 8 patches, pooled to the 4 image tokens.
+EMBEDDED_GEMMA_VISION = Gemma3VisionConfig(
+    hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, num_channels=3,
+    image_size=32, patch_size=8, layer_norm_eps=1e-6, mm_tokens_per_image=4, text_hidden_size=32,
+)  # fmt: skip
 
 
 def byte_tokenizer(max_length: int = EMBEDDED_MAX_LENGTH) -> LTXGemmaTokenizer:
-    """Gemma's special tokens and one token per UTF-8 byte (BPE without merges, byte fallback)."""
+    """Gemma's special tokens and one token per UTF-8 byte (BPE without merges, byte fallback), then
+    its chat and image tokens."""
     vocab = {token: i for i, token in enumerate(_SPECIALS)}
     vocab.update({f"<0x{byte:02X}>": len(_SPECIALS) + byte for byte in range(256)})
     tokenizer = Tokenizer(models.BPE(vocab, [], unk_token="<unk>", byte_fallback=True))
     tokenizer.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    tokenizer.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
     tokenizer.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
-    config = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
-    return LTXGemmaTokenizer(tokenizer, config, max_length)
+    tokenizer.add_special_tokens([*_SPECIALS, *_CHAT_TOKENS])
+    return LTXGemmaTokenizer(tokenizer, _NAMED_TOKENS, max_length)
 
 
 def embedded_prompt_encoder(config: dict[str, Any], seed: int) -> PromptEncoder:
@@ -144,7 +182,13 @@ def embedded_prompt_encoder(config: dict[str, Any], seed: int) -> PromptEncoder:
         num_layers=EMBEDDED_GEMMA.num_hidden_layers + 1,
         rngs=nnx.Rngs(seed + 6),
     )
-    return PromptEncoder(GemmaTextEncoder(gemma, byte_tokenizer()), processor)
+    text_encoder = GemmaTextEncoder(gemma, byte_tokenizer())
+    vision = VisionInputs(
+        lambda: Gemma3VisionTower(EMBEDDED_GEMMA_VISION, rngs=nnx.Rngs(seed + 8)),
+        Gemma3ImageConfig(image_size=EMBEDDED_GEMMA_VISION.image_size),
+    )
+    enhancer = functools.partial(PromptEnhancer, gemma, text_encoder.tokenizer, EMBEDDED_CHAT, vision=vision)
+    return PromptEncoder(text_encoder, processor, make_enhancer=enhancer)
 
 
 def embedded_models(flow: Flow, seed: int = EMBEDDED_WEIGHTS_SEED) -> PipelineModels:

@@ -27,10 +27,10 @@ from ltx_jax.parallel.strategies import Strategy, check_layout
 from ltx_jax.pipeline.audio_files import audio_channels, read_audio
 from ltx_jax.pipeline.components import PipelineModels
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
-from ltx_jax.pipeline.media_io import write_mp4
+from ltx_jax.pipeline.media_io import enhanced_prompt_metadata, write_mp4
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_models
 from ltx_jax.pipeline.pipelines import generate
-from ltx_jax.pipeline.prompts import prompt_contexts
+from ltx_jax.pipeline.prompts import enhanced_prompt, prompt_contexts
 from ltx_jax.pipeline.requests import AudioInput, Flow, ImageCondition, Request, RetakeSpan, VideoCondition, check_flow
 from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
@@ -87,6 +87,8 @@ class GeneratedVideo:
             since the process started) when the phase ended; the phase where it grows holds the peak.
             Empty where the backend does not report memory (CPU).
         forwards: per video token count (None: audio only), the DiT forwards and their median time.
+        enhanced_prompt: the prompt Gemma 3 wrote and the video was generated from (`enhance_prompt`);
+            None without enhancement. `save` stores it in the mp4's metadata.
     """
 
     video: np.ndarray | None
@@ -99,9 +101,11 @@ class GeneratedVideo:
     timings: dict[str, float]
     forwards: dict[int | None, ForwardStats]
     peak_memory: dict[str, int] = dataclasses.field(default_factory=dict)
+    enhanced_prompt: str | None = None
 
     def save(self, path: PathLike) -> None:
-        """Writes an mp4 (H.264 + AAC) to `path`; the file appears only when complete."""
+        """Writes an mp4 (H.264 + AAC) to `path`; the file appears only when complete. An enhanced
+        prompt is stored in its metadata ("enhanced_prompt", and "comment" for players)."""
         if self.video is None:
             raise ValueError(
                 f"This process ({jax.process_index()}) holds no frames: only process 0 decodes; save from it."
@@ -109,7 +113,8 @@ class GeneratedVideo:
         if os.path.isdir(path):
             raise IsADirectoryError(f"save: {os.fspath(path)!r} is a directory; give the mp4's file name.")
         audio = None if self.audio is None else self.audio.T
-        write_mp4(path, self.video, self.frame_rate, audio, self.sample_rate)
+        metadata = {} if self.enhanced_prompt is None else enhanced_prompt_metadata(self.enhanced_prompt)
+        write_mp4(path, self.video, self.frame_rate, audio, self.sample_rate, metadata=metadata)
 
 
 class LTXPipeline:
@@ -235,6 +240,7 @@ class LTXPipeline:
         audio_start_time: float = 0.0,
         audio_max_duration: float | None = None,
         retake: RetakeSpan | None = None,
+        enhance_prompt: bool = False,
     ) -> GeneratedVideo:
         """Generates one video; None takes `self.defaults` (see `GenerationSettings` for each argument).
 
@@ -244,7 +250,7 @@ class LTXPipeline:
         settings = GenerationSettings(
             height, width, num_frames, frame_rate, num_inference_steps, seed, tuple(images), guidance,
             tuple(reference_videos), skip_stage_2, reference_attention_strength, attention_mask_video, audio_path,
-            audio_start_time, audio_max_duration, retake,
+            audio_start_time, audio_max_duration, retake, enhance_prompt,
         )  # fmt: skip
         return self.generate(prompt, settings, negative_prompt=negative_prompt)
 
@@ -259,6 +265,10 @@ class LTXPipeline:
         settings = (settings or GenerationSettings()).resolve(self.defaults, self.flow)
         timings: dict[str, float] = {}
         peaks: dict[str, int] = {}
+        enhanced = None
+        if settings.enhance_prompt:
+            with timed_phase(timings, "prompt_enhancement", peaks):
+                enhanced = prompt = self.enhance(prompt, settings)
         with timed_phase(timings, "prompt_encoding", peaks):
             positive, negative = self._prompts(prompt, negative_prompt, settings.guidance)
         request = Request(
@@ -303,7 +313,7 @@ class LTXPipeline:
                 audio = np.ascontiguousarray(waveform.T)
         return GeneratedVideo(
             video, audio, settings.frame_rate, sample_rate, video_latent, audio_latent, settings, timings,
-            self._forward_stats(), peaks,
+            self._forward_stats(), peaks, enhanced,
         )  # fmt: skip
 
     def encode(
@@ -319,6 +329,12 @@ class LTXPipeline:
         (24 GB for the 12B) before any denoising."""
         settings = (settings or GenerationSettings()).resolve(self.defaults, self.flow)
         return self._prompts(prompt, negative_prompt, settings.guidance)
+
+    def enhance(self, prompt: str, settings: GenerationSettings | None = None) -> str:
+        """`prompt` rewritten by Gemma 3 as `enhance_prompt=True` does (ltx-pipelines' `--enhance-prompt`):
+        shown the first of `settings.images` where there is one, seeded by `settings.seed`."""
+        settings = (settings or GenerationSettings()).resolve(self.defaults, self.flow)
+        return enhanced_prompt(self._prompt_encoder, prompt, settings)
 
     def release_text_encoder(self) -> None:
         """Drops this pipeline's text encoder, so its weights are freed once nothing else holds them;

@@ -8,6 +8,7 @@ RGB; audio is a float waveform in [-1, 1], `(channels, samples)` or `(samples,)`
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from fractions import Fraction
 
 import numpy as np
@@ -24,10 +25,22 @@ def video_to_uint8(video: np.ndarray) -> np.ndarray:
     return np.moveaxis(scaled, 0, -1).astype(np.uint8)
 
 
+def enhanced_prompt_metadata(prompt: str) -> dict[str, str]:
+    """The mp4 tags an enhanced prompt is stored under (`ffprobe` shows both)."""
+    return {"enhanced_prompt": prompt, "comment": prompt}
+
+
 def write_mp4(
-    path: str | os.PathLike, frames: np.ndarray, fps: float, audio: np.ndarray | None = None, sample_rate: int = 0
+    path: str | os.PathLike,
+    frames: np.ndarray,
+    fps: float,
+    audio: np.ndarray | None = None,
+    sample_rate: int = 0,
+    *,
+    metadata: Mapping[str, str] | None = None,
 ) -> None:
-    """Encodes `frames` (and `audio` at `sample_rate` Hz) into `path`; the file appears only when complete."""
+    """Encodes `frames` (and `audio` at `sample_rate` Hz) into `path`, with the container tags
+    `metadata`; the file appears only when complete."""
     import av  # noqa: PLC0415 - PyAV is needed only to write files
 
     frames = np.asarray(frames)
@@ -40,7 +53,9 @@ def write_mp4(
     path = os.fspath(path)
     partial = f"{path}.partial.mp4"
     try:
-        with av.open(partial, mode="w") as container:
+        # use_metadata_tags: the mp4 muxer keeps only a few standard tags without it
+        with av.open(partial, mode="w", format="mp4", options={"movflags": "use_metadata_tags"}) as container:
+            container.metadata.update(metadata or {})
             stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
             stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
             audio_stream = None if audio is None else _audio_stream(container, sample_rate)

@@ -8,6 +8,7 @@ both (Gemma 3 12B is 24 GB, the LTX-2.3 DiT 38 GB).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -16,10 +17,12 @@ from jax.sharding import Mesh
 from ltx_jax.config import LTXConfig
 from ltx_jax.parallel import make_mesh
 from ltx_jax.pipeline.components import encode_texts
+from ltx_jax.pipeline.images import read_image, resize_and_center_crop
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_prompt_encoder
 from ltx_jax.pipeline.requests import UNGUIDED_FLOWS, Flow, check_flow
 from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
+from ltx_jax.text_encoders.gemma.prompt_enhancer import ENHANCE_IMAGE_LONG_SIDE
 
 Contexts = tuple[PromptEmbeddings, PromptEmbeddings | None]
 
@@ -62,6 +65,32 @@ def prompt_contexts(
         raise TypeError(f"negative_prompt must be text like the prompt, got {type(negative).__name__}.")
     positive, negative_embeddings = encode_texts(encoder, [prompt, negative])
     return positive, negative_embeddings
+
+
+def enhanced_prompt(encoder: Any, prompt: str | PromptEmbeddings, settings: GenerationSettings) -> str:  # noqa: ANN401
+    """`prompt` rewritten by the encoder's Gemma 3 (ltx-pipelines' `generate_enhanced_prompt`), shown
+    the first conditioning image of `settings` where there is one, seeded by `settings.seed`."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError(
+            "enhance_prompt (--enhance-prompt) rewrites text: prompt must be non-empty text, got "
+            f"{type(prompt).__name__} (PromptEmbeddings are already encoded; enhance the text before encoding it)."
+        )
+    if encoder is None:
+        raise ValueError(
+            "enhance_prompt (--enhance-prompt) needs Gemma 3: this pipeline has no text encoder (none was loaded, or "
+            "release_text_encoder() dropped it); load it with gemma_root=GEMMA_DIR."
+        )
+    image = enhancement_image(settings.images[0].image) if settings.images else None
+    return encoder.enhancer().enhance(prompt, image=image, seed=settings.seed)
+
+
+def enhancement_image(path: str | os.PathLike) -> np.ndarray:
+    """The image as ltx-pipelines shows it to Gemma: RGB, its long side resized to 896 pixels
+    (bilinear), rounded to uint8 (torch's uint8 resize differs by 1 in some pixels)."""
+    image = read_image(path)
+    scale = ENHANCE_IMAGE_LONG_SIDE / max(image.shape[:2])
+    height, width = int(image.shape[0] * scale), int(image.shape[1] * scale)
+    return np.round(resize_and_center_crop(image, height, width)).clip(0, 255).astype(np.uint8)
 
 
 def check_embeddings(cfg: LTXConfig, name: str, embeddings: PromptEmbeddings) -> None:
@@ -111,9 +140,15 @@ class TextEncoder:
         *,
         negative_prompt: str | None = None,
     ) -> Contexts:
-        """What `LTXPipeline.generate(prompt, settings, negative_prompt=...)` would encode first."""
+        """What `LTXPipeline.generate(prompt, settings, negative_prompt=...)` would encode first (for a
+        prompt already enhanced: `settings.enhance_prompt` is not applied here; see `enhance`)."""
         settings = (settings or GenerationSettings()).resolve(self.defaults, self.flow)
         return prompt_contexts(
             self.encoder, prompt, negative_prompt,
             guidance=settings.guidance, flow=self.flow, defaults=self.defaults, cfg=self.cfg,
         )  # fmt: skip
+
+    def enhance(self, prompt: str, settings: GenerationSettings | None = None) -> str:
+        """`prompt` rewritten by Gemma 3, as `LTXPipeline.generate` does with `enhance_prompt=True`."""
+        settings = (settings or GenerationSettings()).resolve(self.defaults, self.flow)
+        return enhanced_prompt(self.encoder, prompt, settings)

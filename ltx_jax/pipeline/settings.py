@@ -134,6 +134,8 @@ class GenerationSettings:
             to read (None: the video's duration, num_frames / frame_rate).
         retake: the retake flow's source video and span (`RetakeSpan`); the size, frames and frame
             rate are the source's (leave them unset).
+        enhance_prompt: Gemma 3 rewrites the (text) prompt first, as ltx-pipelines' `--enhance-prompt`
+            does, seeing the first conditioning image where there is one; seeded by `seed`.
     """
 
     height: int | None = None
@@ -152,6 +154,7 @@ class GenerationSettings:
     audio_start_time: float = 0.0
     audio_max_duration: float | None = None
     retake: RetakeSpan | None = None
+    enhance_prompt: bool = False
 
     def resolve(self, defaults: GenerationDefaults, flow: Flow) -> GenerationSettings:
         """Every None replaced by its default, checked for `flow`. Raises `ValueError`/`TypeError`
@@ -192,6 +195,8 @@ class GenerationSettings:
         if not isinstance(self.frame_rate, numbers.Real) or not math.isfinite(self.frame_rate):
             raise ValueError(f"frame_rate must be a finite number of frames per second, got {self.frame_rate!r}.")
         check_sizes(self.height, self.width, self.num_frames, self.frame_rate, flow)
+        if not isinstance(self.enhance_prompt, bool):
+            raise TypeError(f"enhance_prompt must be True or False, got {self.enhance_prompt!r}.")
         if self.num_inference_steps < 2:
             raise ValueError(f"num_inference_steps={self.num_inference_steps} must be at least 2 (e.g. 30).")
         if not isinstance(self.guidance, Guidance):

@@ -8,8 +8,9 @@ ones are read back from disk.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from ltx_jax.text_encoders.gemma.embeddings_processor import (
 )
 from ltx_jax.text_encoders.gemma.encoders.base_encoder import GemmaTextEncoder
 from ltx_jax.text_encoders.gemma.prompt_cache import PromptCache, checkpoint_identity
+from ltx_jax.text_encoders.gemma.prompt_enhancer import PromptEnhancer
 from ltx_jax.text_encoders.gemma.tokenizer import TOKENIZER_MAX_LENGTH
 
 _FIELDS = EmbeddingsProcessorOutput._fields  # ("video_encoding", "audio_encoding", "attention_mask")
@@ -43,14 +45,29 @@ class PromptEncoder:
     video (1, S, Dv), audio (1, S, Da) or None, binary mask (1, S); S = the tokenizer's max length.
 
     Contexts come back in the processor's parameter dtype (a cache hit returns them in that
-    dtype too).
+    dtype too). `enhancer()` gives the `PromptEnhancer` on the same Gemma weights, built on first
+    use by `make_enhancer`.
     """
 
     def __init__(
-        self, text_encoder: GemmaTextEncoder, processor: EmbeddingsProcessor, cache: PromptCache | None = None
+        self,
+        text_encoder: GemmaTextEncoder,
+        processor: EmbeddingsProcessor,
+        cache: PromptCache | None = None,
+        *,
+        make_enhancer: Callable[[], PromptEnhancer] | None = None,
     ) -> None:
         self.text_encoder, self.processor, self.cache = text_encoder, processor, cache
         self.dtype = jax.tree.leaves(nnx.state(processor, nnx.Param))[0].dtype
+        self._make_enhancer, self._enhancer = make_enhancer, None
+
+    def enhancer(self) -> PromptEnhancer:
+        """Gemma 3 as a prompt rewriter (generation on this encoder's weights)."""
+        if self._enhancer is None:
+            if self._make_enhancer is None:
+                raise ValueError("this prompt encoder was built without a prompt enhancer (make_enhancer).")
+            self._enhancer = self._make_enhancer()
+        return self._enhancer
 
     def encode_prompts(self, prompts: Sequence[str]) -> list[EmbeddingsProcessorOutput]:
         if isinstance(prompts, str):
@@ -114,4 +131,5 @@ def build_prompt_encoder(
             raise ValueError("cache_dir needs ltx_checkpoint_path: the cache key must name the processor's weights.")
         identity = checkpoint_identity(Path(gemma_root), Path(ltx_checkpoint_path))
         cache = PromptCache(cache_dir, checkpoint_id=identity, max_length=max_length)
-    return PromptEncoder(text_encoder, processor, cache)
+    enhancer = functools.partial(PromptEnhancer.from_root, gemma_root, text_encoder, mesh=mesh, param_dtype=gemma_dtype)
+    return PromptEncoder(text_encoder, processor, cache, make_enhancer=enhancer)

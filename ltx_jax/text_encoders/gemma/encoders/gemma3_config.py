@@ -36,6 +36,7 @@ HF_TEXT_DEFAULTS: dict[str, Any] = {
     "hidden_activation": "gelu_pytorch_tanh",
     "attention_bias": False,
     "attn_logit_softcapping": None,
+    "final_logit_softcapping": None,
     "use_bidirectional_attention": False,
 }
 # Values other than these change the forward in ways this port does not implement.
@@ -43,6 +44,7 @@ _REQUIRED_VALUES: dict[str, Any] = {
     "hidden_activation": "gelu_pytorch_tanh",
     "attention_bias": False,
     "attn_logit_softcapping": None,
+    "final_logit_softcapping": None,
     "use_bidirectional_attention": False,
 }
 

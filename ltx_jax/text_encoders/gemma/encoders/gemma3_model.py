@@ -16,6 +16,7 @@ its attention output is zero, as torch SDPA (transformers' default attention) re
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +51,11 @@ class Gemma3TextScaledWordEmbedding(nnx.Module):
         weight = self.weight[...]
         return jnp.take(weight, input_ids, axis=0) * jnp.asarray(self.embed_scale, weight.dtype)
 
+    def attend(self, x: jax.Array) -> jax.Array:
+        """(..., D) -> logits (..., vocab): the tied LM head, `x @ weight.T` in the weight dtype."""
+        weight = self.weight[...]
+        return jnp.einsum("...d,vd->...v", x.astype(weight.dtype), weight)
+
 
 def rope_inv_freq(head_dim: int, base: float, scaling_factor: float = 1.0) -> np.ndarray:
     """(head_dim / 2,) float32 inverse frequencies `1 / base^(2i / head_dim) / scaling_factor`."""
@@ -59,7 +65,12 @@ def rope_inv_freq(head_dim: int, base: float, scaling_factor: float = 1.0) -> np
 
 def rope_cos_sin(seq_len: int, inv_freq: np.ndarray, dtype: jnp.dtype) -> tuple[jax.Array, jax.Array]:
     """cos, sin (S, head_dim) for positions 0..S-1, computed in float32, cast to `dtype`."""
-    freqs = jnp.arange(seq_len, dtype=jnp.float32)[:, None] * jnp.asarray(inv_freq)[None, :]
+    return rope_at(jnp.arange(seq_len), inv_freq, dtype)
+
+
+def rope_at(positions: jax.Array, inv_freq: np.ndarray, dtype: jnp.dtype) -> tuple[jax.Array, jax.Array]:
+    """cos, sin (S, head_dim) for the (S,) integer `positions`, computed in float32, cast to `dtype`."""
+    freqs = positions.astype(jnp.float32)[:, None] * jnp.asarray(inv_freq)[None, :]
     emb = jnp.concatenate([freqs, freqs], axis=-1)
     return jnp.cos(emb).astype(dtype), jnp.sin(emb).astype(dtype)
 
@@ -80,6 +91,13 @@ def attention_masks(attention_mask: jax.Array, sliding_window: int) -> dict[str,
     keys = attention_mask.astype(bool)[:, None, None, :]
     full = causal & keys
     return {"full_attention": full, "sliding_attention": full & (q_idx - kv_idx < sliding_window)[None, None]}
+
+
+class KVCache(NamedTuple):
+    """One layer's keys and values, (B, T, kv_heads, head_dim) each; slot t holds position t."""
+
+    keys: jax.Array
+    values: jax.Array
 
 
 class Gemma3MLP(nnx.Module):
@@ -115,11 +133,20 @@ class Gemma3Attention(nnx.Module):
 
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
         """(B, S, D), RoPE tables (S, head_dim), boolean mask (B, 1, S, S) -> (B, S, D)."""
+        return self.attend(*self.project(x, cos, sin), mask)
+
+    def project(self, x: jax.Array, cos: jax.Array, sin: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """(B, S, D) -> q (B, S, heads, head_dim) and k, v (B, S, kv_heads, head_dim), normed and rotated."""
         b, s, _ = x.shape
         q = self.q_norm(self.q_proj(x).reshape(b, s, self.num_heads, self.head_dim))
         k = self.k_norm(self.k_proj(x).reshape(b, s, self.num_kv_heads, self.head_dim))
         v = self.v_proj(x).reshape(b, s, self.num_kv_heads, self.head_dim)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def attend(self, q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+        """q (B, S, heads, head_dim) over k, v (B, T, kv_heads, head_dim) where the boolean mask
+        (B, 1, S, T) allows -> (B, S, D)."""
+        b, s = q.shape[:2]
         out = jax.nn.dot_product_attention(q, k, v, mask=mask, scale=self.scale, implementation="xla")
         # A query with no visible key (left padding) gets zeros, as SDPA gives, not the mean of all values.
         sees_a_key = jnp.any(mask, axis=-1)[:, 0, :, None, None]
@@ -142,6 +169,19 @@ class Gemma3DecoderLayer(nnx.Module):
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
         x = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), cos, sin, mask))
         return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+
+    def cached(
+        self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array, cache: KVCache, write_at: jax.Array
+    ) -> tuple[jax.Array, KVCache]:
+        """The layer on new tokens x (B, S, D) whose keys and values are written into `cache` at slots
+        `write_at`..`write_at + S - 1`; queries attend over the whole cache where `mask` (B, 1, S, T) allows."""
+        q, k, v = self.self_attn.project(self.input_layernorm(x), cos, sin)
+        cache = KVCache(
+            jax.lax.dynamic_update_slice_in_dim(cache.keys, k.astype(cache.keys.dtype), write_at, axis=1),
+            jax.lax.dynamic_update_slice_in_dim(cache.values, v.astype(cache.values.dtype), write_at, axis=1),
+        )
+        x = x + self.post_attention_layernorm(self.self_attn.attend(q, cache.keys, cache.values, mask))
+        return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x))), cache
 
 
 class Gemma3TextModel(nnx.Module):
