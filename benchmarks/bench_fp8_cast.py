@@ -1,15 +1,17 @@
-"""fp8-cast against bf16, ltx-jax and ltx-core side by side: speed, weight memory, quality (issue #24).
+"""fp8-cast and fp8 against bf16, ltx-jax and ltx-core side by side: speed, weight memory, quality (issue #24).
 
     python benchmarks/bench_fp8_cast.py --layers 8 --tokens 6144 24576 --repeats 10 --steps 10
 
 LTX-2.3 width, random weights (bench_step.py's model and inputs), bf16, one GPU. ltx-core's
 fp8-cast is its own `QuantizationPolicy.fp8_cast()` pieces (`TRANSFORMER_LINEAR_DOWNCAST_MAP`,
 `UPCAST_DURING_INFERENCE`) applied to a copy of the same weights; ltx-jax's is
-`ltx_jax.model.quantization.quantize_fp8_cast`. Per token count: the median forward time of each of
-the four models; the models' parameter bytes; each fp8-cast forward's video velocity against its own
-bf16 model (max |diff| / max |bf16|, mean |diff| / mean |bf16|); and after a `--steps` Euler
-denoising loop from the same noise (a constant context, sigma 1 -> 0), the relative L2 of the final
-fp8-cast latent against the bf16 one. Prints a table.
+`ltx_jax.model.quantization.quantize_fp8_cast`. ltx-jax's fp8 is `quantize_fp8` (fp8 matmuls in
+blocks 1.. of the `--layers`; block 0 stays, as ltx-core's fp8_scaled_mm keeps it; that mode needs
+TensorRT-LLM, absent here, so it has no ltx-core row). Per token count: the median forward time of
+each of the five models; the models' parameter bytes; each fp8 forward's video velocity against its
+own bf16 model (max |diff| / max |bf16|, mean |diff| / mean |bf16|); how many of the compiled fp8
+program's GEMMs take fp8 operands; and after a `--steps` Euler denoising loop from the same noise (a
+constant context, sigma 1 -> 0), the relative L2 of the final fp8 latents against the bf16 ones.
 """
 
 import argparse
@@ -31,7 +33,7 @@ from ltx_core.quantization.fp8_cast import TRANSFORMER_LINEAR_DOWNCAST_MAP, UPCA
 
 import ltx_jax  # noqa: E402
 from ltx_jax.convert.state_dict import expected_keys  # noqa: E402
-from ltx_jax.model.quantization import quantize_fp8_cast  # noqa: E402
+from ltx_jax.model.quantization import quantize_fp8, quantize_fp8_cast  # noqa: E402
 
 Forward = Callable[[dict[str, dict[str, np.ndarray]]], np.ndarray]  # inputs -> video velocity (float32)
 
@@ -60,6 +62,16 @@ def jax_forward(model: ltx_jax.LTXModel) -> tuple[Forward, Callable[[dict], obje
         return compiled(*(bench_step.jax_modality(data[k]) for k in ("video", "audio")))
 
     return (lambda data: np.asarray(run(data)[0], np.float32)), run
+
+
+def fp8_gemms(model: ltx_jax.LTXModel, data: dict) -> int:
+    """How many GEMMs of the compiled forward take float8_e4m3fn operands (XLA's rewrite applied)."""
+    graphdef, state = nnx.split(model)
+    perturbations = bench_step.jax_perturbations(False)
+    video, audio = (bench_step.jax_modality(data[k]) for k in ("video", "audio"))
+    lowered = jax.jit(lambda s, v, a: nnx.merge(graphdef, s)(v, a, perturbations)).lower(state, video, audio)
+    text = lowered.compile().as_text()
+    return sum(1 for line in text.splitlines() if "custom-call" in line and "f8e4m3fn" in line and "matmul" in line)
 
 
 def parameter_bytes(model: object) -> int:
@@ -99,8 +111,11 @@ def main() -> None:
     jax_fp8 = ltx_jax.load_state_dict(ltx_jax.LTXModel.abstract(cfg, jnp.bfloat16), torch_bf16.state_dict())
     quantize_fp8_cast(jax_fp8, [(k, entry[0]) for k, entry in expected_keys(jax_fp8).items()], jnp.bfloat16)
     torch_fp8 = torch_fp8_cast(copy.deepcopy(torch_bf16))
+    jax_fp8_mm = quantize_fp8(
+        ltx_jax.load_state_dict(ltx_jax.LTXModel.abstract(cfg, jnp.bfloat16), torch_bf16.state_dict())
+    )
     models = {"ltx-core bf16": torch_bf16, "ltx-core fp8-cast": torch_fp8, "ltx-jax bf16": jax_bf16,
-              "ltx-jax fp8-cast": jax_fp8}  # fmt: skip
+              "ltx-jax fp8-cast": jax_fp8, "ltx-jax fp8": jax_fp8_mm}  # fmt: skip
     forwards = {
         name: torch_forward(model, args.device) if "core" in name else jax_forward(model)
         for name, model in models.items()
@@ -125,17 +140,21 @@ def main() -> None:
             print(f"{side:>9}: bf16 {seconds[f'{side} bf16'] * 1e3:7.1f} ms, fp8-cast "
                   f"{seconds[f'{side} fp8-cast'] * 1e3:7.1f} ms ({ratio:.3f}x); velocity vs bf16: max {worst:.2e}, "
                   f"mean {mean:.2e}")  # fmt: skip
+        worst, mean = relative(outputs["ltx-jax fp8"] - outputs["ltx-jax bf16"], outputs["ltx-jax bf16"])
+        ratio = seconds["ltx-jax fp8"] / seconds["ltx-jax bf16"]
+        print(f"  ltx-jax: fp8 matmuls {seconds['ltx-jax fp8'] * 1e3:7.1f} ms ({ratio:.3f}x bf16); velocity vs bf16: "
+              f"max {worst:.2e}, mean {mean:.2e}; fp8 GEMMs in the program: {fp8_gemms(jax_fp8_mm, data)}")  # fmt: skip
         ours = seconds["ltx-jax fp8-cast"] / seconds["ltx-core fp8-cast"]
         worst, _ = relative(outputs["ltx-jax fp8-cast"] - outputs["ltx-core fp8-cast"], outputs["ltx-core fp8-cast"])
         print(f"   fp8-cast ltx-jax/ltx-core: {ours:.3f}x time; max rel diff of the two fp8 outputs {worst:.2e}")
     data = bench_step.inputs(args.tokens[0], np.random.default_rng(0))
     start = time.perf_counter()
-    for side in ("ltx-core", "ltx-jax"):
+    for side, mode in (("ltx-core", "fp8-cast"), ("ltx-jax", "fp8-cast"), ("ltx-jax", "fp8")):
         base = euler_loop(forwards[f"{side} bf16"][0], data, args.steps)
-        fp8 = euler_loop(forwards[f"{side} fp8-cast"][0], data, args.steps)
+        fp8 = euler_loop(forwards[f"{side} {mode}"][0], data, args.steps)
         l2 = float(np.linalg.norm(fp8 - base) / np.linalg.norm(base))
         print(
-            f"{side:>9}: {args.steps}-step Euler loop at {args.tokens[0]} tokens, fp8-cast vs bf16 relative L2 {l2:.2e}"
+            f"{side:>9}: {args.steps}-step Euler loop at {args.tokens[0]} tokens, {mode} vs bf16 relative L2 {l2:.2e}"
         )
     print(f"(quality loops {time.perf_counter() - start:.0f} s)")
 

@@ -11,6 +11,12 @@ Python discards an exception raised inside a garbage-collector callback or a `__
 one), so a signal landing there would be lost and the run would go on. The handler also records the
 signal, and the loops that can run long (each DiT forward, each frame written, each tensor converted)
 call `raise_if_signalled()`, which raises it again if it was lost.
+
+A process of a multi-process run must not stop alone: its peers would wait for it inside a collective
+until JAX's heartbeat timeout aborts them. After joining the cluster, `stop_together(gather)` makes the
+handlers (SIGINT's too) only record the signal; at each DiT forward, a point every process reaches,
+`check_stop()` gathers every process's pending signal and, if any has one, all raise `Terminated`
+together. Elsewhere `raise_if_signalled()` still stops at once (process 0's mp4 writing).
 """
 
 from __future__ import annotations
@@ -19,14 +25,16 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 
 TERMINATING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+Gather = Callable[[int], Sequence[int]]  # this process's pending signal (0: none) -> every process's
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP arrived (`signum`): raised where the main thread was, like Ctrl-C's interrupt."""
+    """SIGTERM or SIGHUP arrived (`signum`): raised where the main thread was, like Ctrl-C's interrupt
+    (in a multi-process run, also SIGINT, on every process: see `stop_together`)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -34,11 +42,41 @@ class Terminated(KeyboardInterrupt):
 
 
 _pending: list[int] = []  # signals received in the current signals_interrupt() block
+_caught: list[int] = []  # the signals the current block turns into `Terminated`
+_gather: list[Gather] = []  # set by stop_together(): stop decisions are taken by all processes at once
 
 
 def _raise_terminated(signum: int, _: FrameType | None) -> None:
     _pending.append(signum)
     raise Terminated(signum)
+
+
+def _record(signum: int, _: FrameType | None) -> None:
+    _pending.append(signum)
+
+
+def stop_together(gather: Gather) -> None:
+    """Within `signals_interrupt()`, after joining a cluster: SIGINT, SIGTERM and SIGHUP (unless ignored)
+    are only recorded, and `check_stop()` stops every process at once (`gather` exchanges their pending
+    signals). Also takes SIGTERM back from JAX: `jax.distributed.initialize` installs a handler of its
+    own (its preemption notifier) that swallows it."""
+    if threading.current_thread() is not threading.main_thread() or not _caught:
+        return
+    _gather[:] = [gather]
+    for signum in (signal.SIGINT, *_caught):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _record)
+
+
+def check_stop() -> None:
+    """At a point every process reaches: raises `Terminated` on every process of the run if any has
+    a pending signal (see `stop_together`); in a single process, `raise_if_signalled()`."""
+    if not _gather:
+        raise_if_signalled()
+        return
+    stopped = [signum for signum in _gather[0](_pending[0] if _pending else 0) if signum]
+    if stopped:
+        raise Terminated(stopped[0])
 
 
 def raise_if_signalled() -> None:
@@ -57,6 +95,8 @@ def signals_interrupt() -> Iterator[None]:
         return
     caught = [signum for signum in TERMINATING_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
     previous = {signum: signal.signal(signum, _raise_terminated) for signum in caught}
+    previous[signal.SIGINT] = signal.getsignal(signal.SIGINT)  # stop_together() may record it instead
+    _caught[:] = caught
     unraisable = sys.unraisablehook
 
     def quiet_when_lost(report: object) -> None:  # a lost Terminated is raised again: no "Exception ignored"
@@ -71,6 +111,8 @@ def signals_interrupt() -> Iterator[None]:
             signal.signal(signum, handler)
         sys.unraisablehook = unraisable
         _pending.clear()
+        _caught.clear()
+        _gather.clear()
 
 
 def _signum(interrupt: KeyboardInterrupt) -> int:

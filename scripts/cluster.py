@@ -10,6 +10,8 @@ import sys
 import time
 from types import ModuleType
 
+from ltx_jax.interrupts import stop_together
+
 
 def check_same_arguments(args: argparse.Namespace) -> None:
     """In a multi-process run every process must be given the same generation arguments."""
@@ -31,6 +33,19 @@ def check_same_arguments(args: argparse.Namespace) -> None:
             "the processes were given different generation arguments: start every process with the same flags "
             "(only --process-id and the output paths may differ)."
         ) from None
+
+
+def leave(status: int) -> None:
+    """Ends the process with `status`. A process of a cluster ends at once (its cleanup has run as the
+    exception unwound): JAX's exit handler would wait at a shutdown barrier, up to 5 minutes and then
+    abort, for peers that a stopped or failed process leaves stuck, and those peers end only once their
+    collectives see it gone."""
+    jax = sys.modules.get("jax")
+    if jax is not None and jax.distributed.is_initialized():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
 
 
 def cluster_size(args: argparse.Namespace) -> int:
@@ -80,3 +95,12 @@ def join_cluster(jax: ModuleType, args: argparse.Namespace, cpu: bool) -> None:
             f"error: could not join the cluster at {where} within {args.distributed_timeout} s ({error}). Start "
             "every process with the same --coordinator-address and --num-processes and distinct --process-id."
         )
+    stop_together(gather_signals)  # one process stopping alone would leave the others waiting in a collective
+
+
+def gather_signals(signum: int) -> list[int]:
+    """Every process's pending signal number (0: none), this process's given."""
+    import numpy as np  # noqa: PLC0415
+    from jax.experimental import multihost_utils  # noqa: PLC0415
+
+    return np.asarray(multihost_utils.process_allgather(np.int32(signum))).reshape(-1).tolist()

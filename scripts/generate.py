@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
-from cluster import check_same_arguments, cluster_size, join_cluster
+from cluster import check_same_arguments, cluster_size, join_cluster, leave
 from device_setup import simulate_cpu_devices_if_needed
 from generate_summary import Compilations, describe_mesh, format_summary, save_latents
 
@@ -105,7 +105,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--dtype", choices=list(PARAM_DTYPES), help="weights with --checkpoint-path (default bfloat16)")
     run.add_argument(
         "--quantization", choices=QUANTIZATIONS, help="with --checkpoint-path: fp8-cast keeps the DiT blocks' linear "
-        "weights in fp8 (half their memory), upcast in the matmuls (default none)",
+        "weights in fp8 (half their memory), upcast in the matmuls; fp8 also multiplies in fp8 (Hopper) (default none)",
     )  # fmt: skip
     run.add_argument(
         "--compile-cache-dir",
@@ -520,17 +520,17 @@ def reporting_errors(args: argparse.Namespace, work: Callable[[], object]) -> ob
         return work()
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM / SIGHUP as `Terminated`
         print(describe(interrupt, "generation"), file=sys.stderr)
-        sys.exit(exit_status(interrupt))
+        leave(exit_status(interrupt))
     except USAGE_ERRORS as error:
         if args.debug:
             raise
         print(f"error: {one_line(error)}", file=sys.stderr)
-        sys.exit(2)
+        leave(2)
     except Exception as error:
         if args.debug:
             raise
         print(f"error: {type(error).__name__}: {one_line(error)} (--debug shows the traceback)", file=sys.stderr)
-        sys.exit(1)
+        leave(1)
 
 
 def one_line(error: BaseException) -> str:

@@ -2,13 +2,17 @@
 equals the single-process single-device model."""
 
 import os
+import signal
+import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
 from flax import nnx
 from ltx_core_twin import relative_error
-from multiprocess_case import build_case, free_port, run_processes
+from multiprocess_case import TIMEOUT_S, build_case, free_port, run_processes
 
 SP_TOLERANCE = 1e-5  # DESIGN.md: SP equals the single-device model in float32
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,3 +81,45 @@ def test_unreachable_coordinator_fails_in_bounded_time(tmp_path):
     flags = [*cluster_flags(port, 1), "--distributed-timeout", "5", "--output-path", str(tmp_path / "x.mp4")]
     (output,) = run_processes([[*GENERATE, *SMALL, *flags]], expect_success=False)
     assert f"could not join the cluster at 127.0.0.1:{port} within 5 s" in output
+
+
+@pytest.mark.parametrize(("signum", "victim"), [(signal.SIGTERM, 1), (signal.SIGINT, 0)], ids=["SIGTERM-1", "SIGINT-0"])
+def test_a_signal_to_one_process_stops_every_process_with_one_line(tmp_path, signum, victim):
+    """The signalled process does not leave alone (its peer would wait for it inside a collective until
+    JAX's heartbeat timeout aborts it): at the next DiT forward both stop, each with the one line and
+    128 + the signal, and no mp4 is written. JAX's own SIGTERM handler (preemption) is overridden."""
+    port, env = free_port(), dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
+    env.pop("XLA_FLAGS", None)
+    long_run = [*SMALL[:4], "400", *SMALL[5:]]  # --num-inference-steps 400: still denoising when the signal lands
+    procs = [
+        subprocess.Popen(
+            [*GENERATE, *long_run, *cluster_flags(port, i), "--output-path", str(tmp_path / f"{i}.mp4")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    errors: list[list[str]] = [[], []]
+    for process, lines in zip(procs, errors, strict=True):
+        threading.Thread(target=lambda p=process, out=lines: out.extend(p.stderr), daemon=True).start()
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not any("denoising:" in line for line in errors[victim]):
+            assert procs[victim].poll() is None, "".join(errors[victim])[-3000:]
+            assert time.monotonic() < deadline, "no denoising within the time limit"
+            time.sleep(0.1)
+        procs[victim].send_signal(signum)
+        for process in procs:
+            process.wait(timeout=60)  # a peer left waiting would be killed by the heartbeat only after 100 s
+    finally:
+        for process in procs:
+            process.kill()
+    expected = f"interrupted by {signal.Signals(signum).name}: generation stopped; no partial output was left."
+    for process, lines in zip(procs, errors, strict=True):
+        assert process.returncode == 128 + signum, "".join(lines)[-3000:]
+        assert "".join(lines).strip().splitlines()[-1] == expected
+        assert not any("Traceback" in line for line in lines)
+    assert list(tmp_path.iterdir()) == []

@@ -18,7 +18,16 @@ from ltx_core_twin import default_inputs, jax_model, relative_error, run_jax, ru
 
 import ltx_jax
 from ltx_jax.convert.state_dict import expected_keys
-from ltx_jax.model.quantization import FP8, is_fp8_cast_key, quantize_fp8_cast
+from ltx_jax.model.lora import LoraWeights, with_lora
+from ltx_jax.model.quantization import (
+    FP8,
+    Fp8Linear,
+    from_fp8,
+    is_fp8_cast_key,
+    quantize_fp8,
+    quantize_fp8_cast,
+    quantize_per_tensor,
+)
 from ltx_jax.parallel import make_mesh
 
 with torch.no_grad():
@@ -131,5 +140,102 @@ def test_load_checkpoint_fp8_cast_equals_quantizing_in_memory(tmp_path, source):
 
 
 def test_an_unknown_quantization_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="quantization must be one of \\['none', 'fp8-cast'\\], got 'fp8'"):
-        ltx_jax.load_checkpoint(tmp_path / "missing.safetensors", quantization="fp8")
+    with pytest.raises(ValueError, match="quantization must be one of \\['none', 'fp8-cast', 'fp8'\\], got 'int8'"):
+        ltx_jax.load_checkpoint(tmp_path / "missing.safetensors", quantization="int8")
+
+
+# fp8 matmuls (`quantization="fp8"`): no reference runs here (ltx-core's fp8_scaled_mm needs TensorRT-LLM),
+# so each piece is checked against numpy's float8_e4m3fn (ml_dtypes) doing the same arithmetic.
+def emulated_fp8_matmul(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """Per-tensor scales max|.| / 448, round to e4m3, multiply the dequantized values in float64."""
+
+    def qdq(a: np.ndarray) -> np.ndarray:
+        scale = np.float32(np.abs(a).max() / np.float32(448))
+        q = np.clip(a / scale, -448, 448).astype(ml_dtypes.float8_e4m3fn)
+        return q.astype(np.float64) * np.float64(scale)
+
+    return (qdq(x) @ qdq(kernel) + bias).astype(np.float32)
+
+
+def test_fp8_linear_equals_the_emulated_fp8_matmul():
+    rng = np.random.default_rng(0)
+    linear = nnx.Linear(48, 40, rngs=nnx.Rngs(0))
+    linear.bias.set_value(jnp.asarray(rng.standard_normal(40), jnp.float32))
+    x = rng.standard_normal((2, 7, 48)).astype(np.float32) * 3
+    fp8 = Fp8Linear.from_linear(linear)
+    assert fp8.kernel.get_value().dtype == FP8
+    expected = emulated_fp8_matmul(x, np.asarray(linear.kernel.get_value()), np.asarray(linear.bias.get_value()))
+    np.testing.assert_allclose(np.asarray(fp8(jnp.asarray(x))), expected, rtol=1e-5, atol=1e-5)
+    plain = np.asarray(linear(jnp.asarray(x)))
+    assert 1e-3 < relative_error(np.asarray(fp8(jnp.asarray(x))), plain) < 0.1  # fp8 moved it, by a few percent
+
+
+def test_quantizing_values_on_the_fp8_grid_is_exact():
+    """A kernel whose entries are e4m3 values times 2^-3 (max 448 x 2^-3) quantizes with scale 2^-3 exactly."""
+    grid = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    grid = grid[np.isfinite(grid)]
+    kernel = np.resize(grid, (16, 15)) * np.float32(2**-3)
+    kernel[0, 0] = 448 * 2**-3
+    values, scale = quantize_per_tensor(jnp.asarray(kernel))
+    assert float(scale) == 2**-3
+    np.testing.assert_array_equal(np.asarray(from_fp8(values, scale, jnp.float32)), kernel)
+
+
+def test_fp8_quantizes_the_references_blocks_and_moves_the_output_by_fp8_rounding():
+    """Blocks 0 and 43-47 stay (ltx-core's EXCLUDED_LAYER_SUBSTRINGS): of 2 blocks, block 1's linears turn fp8.
+    Weights and inputs rounded to e4m3 move the velocity by a few percent (measured 2.7e-2 video, 2.2e-2
+    audio): within fp8-cast's bounds."""
+    plain = jax_model(CFG, torch_model(CFG, 0))
+    quantized = quantize_fp8(jax_model(CFG, torch_model(CFG, 0)))
+    kinds = [
+        {type(m).__name__ for _, m in nnx.iter_modules(b) if "Linear" in type(m).__name__}
+        for b in quantized.transformer_blocks
+    ]
+    assert kinds == [{"Linear"}, {"Fp8Linear"}]
+    video, audio = default_inputs(CFG)
+    outputs = zip(run_jax(plain, video, audio), run_jax(quantized, video, audio), strict=True)
+    for name, (base, fp8) in zip(("video", "audio"), outputs, strict=True):
+        effect = relative_error(fp8, np.asarray(base))
+        assert FP8_EFFECT[0] < effect < FP8_EFFECT[1], (name, effect)
+
+
+def test_a_lora_on_an_fp8_model_stays_fp8_and_applies():
+    """`with_lora` dequantizes an fp8 kernel, fuses the LoRA in bf16 and quantizes again per block: the
+    output follows the LoRA as the unquantized model's does, within fp8's rounding."""
+    plain = jax_model(CFG, torch_model(CFG, 0))
+    quantized = quantize_fp8(jax_model(CFG, torch_model(CFG, 0)))
+    rng = np.random.default_rng(1)
+    factors = {}
+    for path in [
+        ("transformer_blocks", 1, "attn1", "to_q", "kernel"),
+        ("transformer_blocks", 1, "ff", "net", 2, "kernel"),
+    ]:
+        fan_in, fan_out = dict(nnx.to_flat_state(nnx.state(plain)))[path].get_value().shape
+        factors[path] = (jnp.asarray(rng.standard_normal((4, fan_in)) * 0.3, jnp.float32),
+                         jnp.asarray(rng.standard_normal((fan_out, 4)) * 0.3, jnp.float32))  # fmt: skip
+    lora = LoraWeights(factors, strength=1.0)
+    video, audio = default_inputs(CFG)
+    base = run_jax(quantized, video, audio)[0]
+    with_plain = run_jax(with_lora(plain, lora), video, audio)[0]
+    with_fp8 = run_jax(with_lora(quantized, lora), video, audio)[0]
+    assert relative_error(with_plain, np.asarray(run_jax(plain, video, audio)[0])) > 0.05  # the LoRA matters
+    assert relative_error(with_fp8, np.asarray(with_plain)) < FP8_EFFECT[1]
+    assert relative_error(with_fp8, np.asarray(base)) > 0.05
+
+
+def test_load_checkpoint_fp8_equals_quantizing_in_memory(tmp_path):
+    reference = torch_model(CFG, 0)
+    state = {k: v.to(torch.bfloat16) for k, v in reference.state_dict().items()}
+    path = tmp_path / "model.safetensors"
+    write_checkpoint(path, CFG, official_state(state, torch.bfloat16))
+    loaded, _ = ltx_jax.load_checkpoint(
+        path, dtype=jnp.bfloat16, attention_backend="xla", quantization="fp8", progress=False
+    )
+    expected = jax_model(CFG, reference, jnp.bfloat16)
+    ltx_jax.load_state_dict(expected, state)
+    quantize_fp8(expected)
+    assert isinstance(loaded.transformer_blocks[1].attn1.to_q, Fp8Linear)
+    got = dict(nnx.to_flat_state(nnx.state(loaded, nnx.Param)))
+    for path_, variable in nnx.to_flat_state(nnx.state(expected, nnx.Param)):
+        ours, theirs = (np.atleast_1d(np.asarray(v.get_value())) for v in (got[path_], variable))
+        np.testing.assert_array_equal(ours.view(np.uint8), theirs.view(np.uint8))

@@ -36,7 +36,14 @@ from ltx_jax.convert.state_dict import expected_keys, set_params, transpose
 from ltx_jax.interrupts import raise_if_signalled
 from ltx_jax.model.attention_backends import AttentionBackend
 from ltx_jax.model.model import LTXModel
-from ltx_jax.model.quantization import FP8, Quantization, check_quantization, is_fp8_cast_key, quantize_fp8_cast
+from ltx_jax.model.quantization import (
+    FP8,
+    Quantization,
+    check_quantization,
+    is_fp8_cast_key,
+    quantize_fp8,
+    quantize_fp8_cast,
+)
 from ltx_jax.parallel.sharding import param_sharding
 
 FORMAT_FILE = "ltx_jax_checkpoint.json"
@@ -199,7 +206,8 @@ def load_checkpoint(
         quantization: "fp8-cast" keeps the transformer blocks' linear weights in float8_e4m3fn, each
             cast as it is placed (the model's weights never sit on the device in `dtype` all at once;
             a converted directory is restored in its stored dtype first), upcast to `dtype` in the
-            matmuls (`ltx_jax.model.quantization`).
+            matmuls (`ltx_jax.model.quantization`). "fp8" runs most blocks' linears as fp8 matmuls
+            (per-tensor scaled weights and inputs; `Fp8Linear`), quantized from `dtype` once loaded.
     """
     target = parse_dtype(dtype)
     check_quantization(quantization)
@@ -221,6 +229,8 @@ def load_checkpoint(
     if quantization == "fp8-cast":
         table = expected_keys(model)
         quantize_fp8_cast(model, ((key, entry[0]) for key, entry in table.items()), target)
+    elif quantization == "fp8":
+        quantize_fp8(model)
     return model, cfg
 
 

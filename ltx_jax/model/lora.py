@@ -20,6 +20,8 @@ import jax.numpy as jnp
 from flax import nnx
 from jax import lax
 
+from ltx_jax.model.quantization import from_fp8, quantize_per_tensor
+
 ParamPath = tuple  # an nnx parameter path, e.g. ("transformer_blocks", 3, "attn1", "to_q", "kernel")
 
 
@@ -79,15 +81,32 @@ class LoraBlock(nnx.Module):
         anchor = (video_args if video_args is not None else audio_args).x
         factors = [(a.get_value(), b.get_value()) for a, b in zip(self.lora_a, self.lora_b, strict=True)]
         factors, _ = lax.optimization_barrier((factors, anchor))  # not before this block's input exists
-        by_path = dict(zip(self.targets, factors, strict=True))
         graphdef, state = nnx.split(self.block)
+        fused = fused_values(
+            dict(nnx.to_flat_state(state)), dict(zip(self.targets, factors, strict=True)), self.strength
+        )
 
         def fuse(path: ParamPath, variable: nnx.Variable) -> nnx.Variable:
-            if path not in by_path:
-                return variable
-            return variable.replace(fused_kernel(variable.get_value(), *by_path[path], self.strength))
+            return variable.replace(fused[path]) if path in fused else variable
 
         return nnx.merge(graphdef, nnx.map_state(fuse, state))(video_args, audio_args, *rest)
+
+
+def fused_values(
+    params: Mapping[ParamPath, nnx.Variable], factors: Mapping[ParamPath, tuple[jax.Array, jax.Array]], strength: float
+) -> dict[ParamPath, jax.Array]:
+    """Path -> new value of each targeted kernel (`fused_kernel`). An fp8 matmul's kernel (an `Fp8Linear`:
+    float8_e4m3fn values and a `kernel_scale`) is dequantized, fused in bf16 and quantized again, so
+    its matmul stays in fp8: both its values and its scale are returned."""
+    out = {}
+    for path, (a, b) in factors.items():
+        scale_path = (*path[:-1], "kernel_scale")
+        if scale_path in params:
+            kernel = from_fp8(params[path].get_value(), params[scale_path].get_value(), jnp.bfloat16)
+            out[path], out[scale_path] = quantize_per_tensor(fused_kernel(kernel, a, b, strength))
+        else:
+            out[path] = fused_kernel(params[path].get_value(), a, b, strength)
+    return out
 
 
 def combined(loras: Sequence[LoraWeights]) -> LoraWeights:

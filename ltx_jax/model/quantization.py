@@ -1,4 +1,6 @@
-"""fp8-cast: the transformer blocks' linear weights stored in float8_e4m3fn, upcast inside each matmul.
+"""fp8 for the DiT: "fp8-cast" stores weights in float8_e4m3fn; "fp8" also multiplies in it.
+
+fp8-cast: the transformer blocks' linear weights stored in float8_e4m3fn, upcast inside each matmul.
 
 Source: `ltx_core/quantization/fp8_cast.py` (`QuantizationPolicy.fp8_cast()`, ltx-pipelines'
 `--quantization fp8-cast`): the weights and biases of every `transformer_blocks.*` linear named
@@ -8,6 +10,20 @@ round-to-nearest cast, no scale, as the reference's `_naive_weight_or_bias_downc
 those linears upcasts them to the activations' dtype before its matmul (`UPCAST_DURING_INFERENCE`).
 Everything else (norms, AdaLN tables, embeddings, the gated-attention logits, the output head) stays
 in the model dtype. It halves the blocks' weight memory; the matmuls still run in bf16.
+
+fp8: Hopper's fp8 matmuls. Source: `ltx_core/quantization/fp8_scaled_mm.py` (`QuantizationPolicy.
+fp8_scaled_mm()`, which needs TensorRT-LLM): every linear of the transformer blocks but the first and
+the last five (its `EXCLUDED_LAYER_SUBSTRINGS`: blocks 0 and 43-47; the layers outside the blocks stay
+too) becomes an `Fp8Linear`: its weight in float8_e4m3fn with a per-tensor float32 scale (max |w| /
+448, as `quantize_weight_to_fp8_per_tensor`), its input quantized the same way on each call. The
+reference reads a static input scale from a pre-quantized checkpoint; a bf16 checkpoint has none, so
+the input's scale is its own max |x| / 448 (dynamic), computed per call. Products accumulate in
+float32 and come back in the input's dtype (bf16), then times the two scales; norms, AdaLN, RoPE,
+attention and softmax stay in bf16. The dot takes the fp8 operands themselves: XLA runs it as a
+cuBLASLt fp8 GEMM (`__cublas$lt$matmul$f8`). The dequantize -> bf16 dot pattern that XLA's GEMM
+rewriter was written for is not rewritten by jax 0.11.2's XLA (it dequantizes and runs a bf16 GEMM,
+measured 1.1-1.7x slower than plain bf16: `benchmarks/probe_fp8_gemm.py`). Other backends compute
+the same products in float32.
 """
 
 from __future__ import annotations
@@ -15,18 +31,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
+import jax
 import jax.numpy as jnp
 from flax import nnx
 
-Quantization = Literal["none", "fp8-cast"]
-QUANTIZATIONS: tuple[Quantization, ...] = ("none", "fp8-cast")
+Quantization = Literal["none", "fp8-cast", "fp8"]
+QUANTIZATIONS: tuple[Quantization, ...] = ("none", "fp8-cast", "fp8")
 FP8 = jnp.float8_e4m3fn
+FP8_MAX = float(jnp.finfo(FP8).max)  # 448
+# ltx-core's fp8_scaled_mm keeps these transformer blocks in bf16 (most sensitive to quantization).
+FP8_EXCLUDED_BLOCKS = (0, 43, 44, 45, 46, 47)
 _BLOCKS = "transformer_blocks."
 _TARGET_MODULES = (".to_q", ".to_k", ".to_v", ".to_out.0", "ff.net.0.proj", "ff.net.2")
 
 
 def check_quantization(quantization: str) -> None:
-    """Raises `ValueError` naming the choices for anything but "none" and "fp8-cast"."""
+    """Raises `ValueError` naming the choices for anything but "none", "fp8-cast" and "fp8"."""
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization must be one of {list(QUANTIZATIONS)}, got {quantization!r}.")
 
@@ -60,3 +80,69 @@ def _module_at(model: nnx.Module, path: tuple) -> object:
     for part in path:
         node = node[int(part)] if isinstance(part, int) or str(part).isdigit() else getattr(node, part)
     return node
+
+
+def per_tensor_scale(x: jax.Array) -> jax.Array:
+    """max |x| / 448 as a float32 scalar (1 for an all-zero tensor): x / scale fills e4m3's range."""
+    amax = jnp.max(jnp.abs(x.astype(jnp.float32)))
+    return jnp.where(amax > 0, amax / FP8_MAX, 1.0).astype(jnp.float32)
+
+
+def to_fp8(x: jax.Array, scale: jax.Array) -> jax.Array:
+    """x / scale, clipped to e4m3's range, rounded to float8_e4m3fn."""
+    return jnp.clip(x.astype(jnp.float32) / scale, -FP8_MAX, FP8_MAX).astype(FP8)
+
+
+def from_fp8(q: jax.Array, scale: jax.Array, dtype: jnp.dtype) -> jax.Array:
+    """The dequantized values q * scale in `dtype` (the pattern XLA folds into an fp8 GEMM's scales)."""
+    return q.astype(dtype) * scale.astype(dtype)
+
+
+@jax.jit
+def quantize_per_tensor(kernel: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(float8_e4m3fn values, float32 scale) with kernel ~= values * scale (ltx-core's
+    `quantize_weight_to_fp8_per_tensor`, without its transpose: our kernels are (in, out) already)."""
+    scale = per_tensor_scale(kernel)
+    return to_fp8(kernel, scale), scale
+
+
+class Fp8Linear(nnx.Module):
+    """`x @ kernel + bias` with the kernel (in, out) stored in float8_e4m3fn times `kernel_scale`, and
+    x quantized per call with its own per-tensor scale; see the module docstring."""
+
+    def __init__(self, kernel: jax.Array, kernel_scale: jax.Array, bias: jax.Array | None) -> None:
+        self.kernel = nnx.Param(kernel)
+        self.kernel_scale = nnx.Param(kernel_scale)
+        self.bias = None if bias is None else nnx.Param(bias)
+
+    @classmethod
+    def from_linear(cls, linear: nnx.Linear) -> Fp8Linear:
+        """The linear's kernel quantized per tensor (`quantize_weight_to_fp8_per_tensor`), its bias kept."""
+        return cls(*quantize_per_tensor(linear.kernel[...]), None if linear.bias is None else linear.bias[...])
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        scale = per_tensor_scale(x)
+        out = jnp.bfloat16 if x.dtype == jnp.bfloat16 else jnp.float32
+        y = jax.lax.dot_general(
+            to_fp8(x, scale), self.kernel[...], (((x.ndim - 1,), (0,)), ((), ())), preferred_element_type=out
+        )
+        y = (y * (scale * self.kernel_scale[...]).astype(out)).astype(x.dtype)
+        return y if self.bias is None else y + self.bias[...].astype(x.dtype)
+
+
+def quantize_fp8(model: nnx.Module) -> nnx.Module:
+    """`model` (an `LTXModel`, in place) with every `nnx.Linear` of its transformer blocks outside
+    `FP8_EXCLUDED_BLOCKS` replaced by an `Fp8Linear` quantized from its weights (each bf16 kernel is
+    freed once replaced: the peak is the bf16 model's)."""
+    for index, block in enumerate(model.transformer_blocks):
+        if index in FP8_EXCLUDED_BLOCKS:
+            continue
+        linears = [(path, module) for path, module in nnx.iter_modules(block) if isinstance(module, nnx.Linear)]
+        for path, linear in linears:
+            parent = _module_at(block, path[:-1])
+            replacement = Fp8Linear.from_linear(linear)
+            if isinstance(parent, nnx.List):
+                parent[int(path[-1])] = replacement
+            else:
+                setattr(parent, path[-1], replacement)
+    return model

@@ -66,7 +66,8 @@ class CheckpointFiles:
             connectors, VAEs and vocoder come from (None: the file it was converted from, beside it).
         quantization: "fp8-cast": the DiT blocks' linear weights in float8_e4m3fn, upcast in the
             matmuls (half their memory; `ltx_jax.model.quantization`), as ltx-pipelines'
-            `--quantization fp8-cast`.
+            `--quantization fp8-cast`. "fp8": fp8 matmuls on Hopper in blocks 1-42 (ltx-core's
+            `fp8-scaled-mm` layer choice; per-tensor scales, the inputs' computed per call).
     """
 
     checkpoint_path: PathLike
