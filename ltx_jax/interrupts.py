@@ -14,9 +14,9 @@ call `raise_if_signalled()`, which raises it again if it was lost.
 
 A process of a multi-process run must not stop alone: its peers would wait for it inside a collective
 until JAX's heartbeat timeout aborts them. After joining the cluster, `stop_together(gather)` makes the
-handlers (SIGINT's too) only record the signal; at each DiT forward, a point every process reaches,
-`check_stop()` gathers every process's pending signal and, if any has one, all raise `Terminated`
-together. Elsewhere `raise_if_signalled()` still stops at once (process 0's mp4 writing).
+handlers (SIGINT's too) only record the signal; at points every process reaches (each DiT forward, each
+prompt enhanced, the prompts encoded, each video done), `check_stop()` gathers every process's pending
+signal and, if any has one, all raise `Terminated` together. A second signal stops its process at once.
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ def _raise_terminated(signum: int, _: FrameType | None) -> None:
 
 
 def _record(signum: int, _: FrameType | None) -> None:
+    if _pending:  # a second signal: this process stops now, alone (its peers end by JAX's heartbeat)
+        _pending.append(signum)
+        raise Terminated(signum)
     _pending.append(signum)
 
 
@@ -80,8 +83,10 @@ def check_stop() -> None:
 
 
 def raise_if_signalled() -> None:
-    """Raises `Terminated` for a SIGTERM / SIGHUP whose exception was lost (see the module docstring)."""
-    if _pending:
+    """Raises `Terminated` for a SIGTERM / SIGHUP whose exception was lost (see the module docstring).
+    In a cluster (`stop_together`) it leaves the stop to the next `check_stop()`, where every process
+    stops: one process leaving alone (process 0 writing the mp4) would strand the others."""
+    if _pending and not _gather:
         raise Terminated(_pending[0])
 
 

@@ -23,11 +23,12 @@ from typing import Any, get_args
 
 from cluster import check_same_arguments, cluster_size, join_cluster, leave
 from device_setup import simulate_cpu_devices_if_needed
+from generate_prompts import DEFAULT_PROMPT, check_enhance_prompt, enhance_all, load_prompt_embeddings, prompts_of
 from generate_summary import Compilations, describe_mesh, format_summary, save_latents
 
 # Imported before JAX's backends start: none of these modules touches a device at import.
 from ltx_jax.convert.dit_tensors import PARAM_DTYPES, Lora
-from ltx_jax.interrupts import describe, exit_status, signals_interrupt
+from ltx_jax.interrupts import check_stop, describe, exit_status, signals_interrupt
 from ltx_jax.model.quantization import QUANTIZATIONS
 from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy
@@ -36,7 +37,6 @@ from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
 from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS, checkpoint_defaults, reference_guidance
 from ltx_jax.user_cache import cache_dir
 
-DEFAULT_PROMPT = "A red fox trots through fresh snow at dawn, birds singing."
 _REFERENCE = reference_guidance(28).video
 GUIDANCE_FLAGS = {  # MultiModalGuiderParams field -> (flag suffix, help)
     "cfg_scale": ("cfg-guidance-scale", "CFG scale"),
@@ -313,28 +313,6 @@ def check_writable(flag: str, path: Path) -> None:
         raise PermissionError(f"{flag} {path}: {folder} is not writable; choose a path you can write to.")
 
 
-def load_prompt_embeddings(path: Path) -> tuple[Any, Any]:
-    """An .npz with `video` and/or `audio` (1, S, D) and optionally `negative_video`/`negative_audio`."""
-    import numpy as np  # noqa: PLC0415
-
-    from ltx_jax.pipeline import PromptEmbeddings  # noqa: PLC0415
-
-    if not path.is_file():
-        raise FileNotFoundError(f"--prompt-embeddings {path} does not exist.")
-    with np.load(path) as data:
-        arrays = {k: data[k] for k in data.files}
-    unknown = set(arrays) - {"video", "audio", "negative_video", "negative_audio"}
-    if unknown or not ({"video", "audio"} & set(arrays)):
-        raise ValueError(
-            f"--prompt-embeddings {path} holds {sorted(arrays)}; expected 'video' and/or 'audio' (1, S, D) "
-            "arrays, optionally 'negative_video' and 'negative_audio'."
-        )
-    prompt = PromptEmbeddings(arrays.get("video"), arrays.get("audio"))
-    has_negative = "negative_video" in arrays or "negative_audio" in arrays
-    negative = PromptEmbeddings(arrays.get("negative_video"), arrays.get("negative_audio")) if has_negative else None
-    return prompt, negative
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Checks every flag, builds the pipeline, generates, writes the mp4 (process 0); returns the summary."""
     import jax  # noqa: PLC0415
@@ -376,6 +354,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     runtime = RuntimeOptions(args.strategy, args.backend, args.max_batch_size)
     compilations = Compilations()
     pipe, encoded, info = load_and_encode(args, files, settings, prompts, negative, mesh, runtime)
+    check_stop()  # a signal during loading or encoding stops every process here
     settings = dataclasses.replace(settings, enhance_prompt=False)  # the prompts are enhanced and encoded
     videos = []
     for i, (context, negative_context) in enumerate(encoded):  # the models are loaded and compiled once for all
@@ -391,6 +370,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if args.save_latents is not None:
                 save_latents(numbered(args.save_latents, i, len(prompts)), out)
         videos.append({"output": out, "path": path, "compiling": compilations.summary()})
+        check_stop()  # every process, once process 0 has written the video
     return {"weights": pipe.description, "pipeline": args.pipeline, "mesh": describe_mesh(mesh, runtime),
             **info, "videos": videos}  # fmt: skip
 
@@ -430,50 +410,6 @@ def load_and_encode(
         pipe.release_text_encoder()  # every prompt is encoded: Gemma's weights are freed before any denoising
         encode_s, peaks["prompt encoding"] = time.perf_counter() - start, device_memory_peak()
     return pipe, encoded, {"load_s": load_s, "encode_s": encode_s, "peaks": peaks, "enhanced": enhanced}
-
-
-def enhance_all(encoder: Any, prompts: list[str], settings: Any) -> tuple[list[str], list[str | None]]:  # noqa: ANN401
-    """The prompts to encode, and per prompt the enhanced one (None without --enhance-prompt). Each is
-    printed as Gemma writes it ("enhanced prompt: ...")."""
-    import jax  # noqa: PLC0415
-
-    if not settings.enhance_prompt:
-        return prompts, [None] * len(prompts)
-    enhanced = []
-    for prompt in prompts:
-        enhanced.append(encoder.enhance(prompt, settings))
-        if jax.process_index() == 0:
-            print(f"enhanced prompt: {enhanced[-1]}", flush=True)
-    return enhanced, list(enhanced)
-
-
-def check_enhance_prompt(args: argparse.Namespace, files: Any, settings: Any) -> None:  # noqa: ANN401
-    """--enhance-prompt's needs, before anything is loaded: text prompts, Gemma, the system prompts."""
-    from ltx_jax.text_encoders.gemma.prompt_enhancer import check_enhancement  # noqa: PLC0415
-
-    if args.prompt_embeddings is not None:
-        raise ValueError(
-            "--enhance-prompt rewrites text prompts, and --prompt-embeddings gives encoded ones: drop one of them."
-        )
-    if files is not None and files.gemma_root is None:
-        raise ValueError("--enhance-prompt runs Gemma 3: add --gemma-root GEMMA_DIR (gemma-3-12b-it).")
-    check_enhancement(None if files is None else files.gemma_root, with_image=bool(settings.images))
-
-
-def prompts_of(args: argparse.Namespace) -> list[str]:
-    """--prompt (repeatable) and the lines of --prompts-file, in that order; the default prompt if neither."""
-    prompts = list(args.prompt or [])
-    if any(not prompt.strip() for prompt in prompts):
-        raise ValueError(f"--prompt must be non-empty text, got {next(p for p in prompts if not p.strip())!r}.")
-    if args.prompts_file is not None:
-        if not args.prompts_file.is_file():
-            raise FileNotFoundError(f"--prompts-file {args.prompts_file} does not exist.")
-        prompts += [line.strip() for line in args.prompts_file.read_text().splitlines() if line.strip()]
-        if not prompts:
-            raise ValueError(f"--prompts-file {args.prompts_file} holds no prompt (one per line).")
-    if prompts and args.prompt_embeddings is not None:
-        raise ValueError("--prompt-embeddings replaces the text prompts: drop --prompt and --prompts-file.")
-    return prompts or [DEFAULT_PROMPT]
 
 
 def numbered(path: Path, index: int, count: int) -> Path:

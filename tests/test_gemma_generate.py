@@ -2,6 +2,8 @@
 the same greedy tokens and per-step logits for 32 steps (text, and text with an image), the stop
 tokens, sampling's distribution, and a run with the weights split over 8 devices."""
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 import torch
@@ -31,9 +33,11 @@ TEXT = {
 PROMPT = [2, 5, 17, 33, 40, 9, 12, 70, 3, 28, 61]  # 11 tokens + 32 new: the 8-token sliding window is crossed
 
 
-def randomize(model: torch.nn.Module) -> torch.nn.Module:
-    """Noise on every weight but the (tied) embeddings: the default init makes a tiny model repeat one token."""
+def randomize(build: Callable[[], torch.nn.Module]) -> torch.nn.Module:
+    """`build()` under a fixed seed (its init draws from torch's global generator), then noise on every
+    weight but the (tied) embeddings: the default init makes a tiny model repeat one token."""
     torch.manual_seed(0)
+    model = build()
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "embed_tokens" not in name:
@@ -49,7 +53,7 @@ def ours(hf_config: dict, state_dict: dict) -> Gemma3TextModel:
 
 @pytest.fixture(scope="module")
 def text_models() -> tuple[Gemma3ForCausalLM, Gemma3TextModel]:
-    reference = randomize(Gemma3ForCausalLM(Gemma3TextConfig(**TEXT, eos_token_id=None, pad_token_id=0)))
+    reference = randomize(lambda: Gemma3ForCausalLM(Gemma3TextConfig(**TEXT, eos_token_id=None, pad_token_id=0)))
     return reference, ours(reference.config.to_dict(), reference.state_dict())
 
 
@@ -132,7 +136,7 @@ def test_greedy_with_an_image_matches_transformers(text_models: tuple) -> None:
         text_config={**TEXT, "eos_token_id": None, "pad_token_id": 0}, vision_config=VISION, mm_tokens_per_image=4,
         image_token_id=IMAGE_TOKEN, boi_token_id=BOI, eoi_token_id=EOI, eos_token_id=None, pad_token_id=0,
     )  # fmt: skip
-    reference = randomize(Gemma3ForConditionalGeneration(config))
+    reference = randomize(lambda: Gemma3ForConditionalGeneration(config))
     prompt = [2, 5, 17, BOI, *[IMAGE_TOKEN] * 4, EOI, 33, 40, 9]
     pixels = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(3))
     token_types = (torch.tensor([prompt]) == IMAGE_TOKEN).long()

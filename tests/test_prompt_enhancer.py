@@ -13,16 +13,44 @@ import av
 import numpy as np
 import pytest
 import torch
+from flax import nnx
 from PIL import Image
 from torchaudio_stand_in import torchaudio_stand_in
-from transformers import AutoTokenizer, Gemma3ImageProcessorPil, Gemma3Processor
+from transformers import (
+    AutoTokenizer,
+    Gemma3Config,
+    Gemma3ForConditionalGeneration,
+    Gemma3ImageProcessorPil,
+    Gemma3Processor,
+)
 
 from ltx_jax.pipeline import GenerationSettings, ImageCondition
-from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, GEMMA3_CHAT_TEMPLATE, byte_tokenizer, embedded_prompt_encoder
+from ltx_jax.pipeline.embedded import (
+    EMBEDDED_CHAT,
+    EMBEDDED_CONFIG,
+    GEMMA3_CHAT_TEMPLATE,
+    byte_tokenizer,
+    embedded_prompt_encoder,
+)
 from ltx_jax.pipeline.prompts import enhanced_prompt
 from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS
-from ltx_jax.text_encoders.gemma.encoders.gemma3_generate import Generated
-from ltx_jax.text_encoders.gemma.prompt_enhancer import ChatFormat, check_enhancement, clean_response
+from ltx_jax.text_encoders.gemma.encoders import (
+    Gemma3ModelConfig,
+    Gemma3TextModel,
+    Gemma3VisionConfig,
+    Gemma3VisionTower,
+    load_gemma_state_dict,
+    load_gemma_vision_state_dict,
+)
+from ltx_jax.text_encoders.gemma.encoders.gemma3_generate import GREEDY, Generated
+from ltx_jax.text_encoders.gemma.encoders.gemma3_image_processor import Gemma3ImageConfig
+from ltx_jax.text_encoders.gemma.prompt_enhancer import (
+    ChatFormat,
+    PromptEnhancer,
+    VisionInputs,
+    check_enhancement,
+    clean_response,
+)
 
 with torchaudio_stand_in():
     from ltx_core.text_encoders.gemma.encoders.base_encoder import GemmaTextEncoder as ReferenceEncoder
@@ -36,6 +64,14 @@ NAMED = {
     "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>",
     "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>",
 }  # fmt: skip
+# The embedded Gemma's sizes (ltx_jax.pipeline.embedded), as transformers configures them.
+TINY_TEXT = {
+    "vocab_size": 272, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 8, "query_pre_attn_scalar": 8, "sliding_window": 16,
+    "sliding_window_pattern": 4, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+}  # fmt: skip
+TINY_VISION = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+               "patch_size": 8, "image_size": 32, "vision_use_head": False}  # fmt: skip
 # Curly quotes, dashes, a leading "1. ", a special token inside: what clean_response and the decoder handle.
 ANSWER = "\u201c1. Style: cinematic \u2014 a fox\u2019s <start_of_image>tail\u00a0glows \u2013 caf\u00e9.\u201d"
 
@@ -60,20 +96,25 @@ def embedded_encoder():  # noqa: ANN201
 
 
 @pytest.fixture
-def reference(tmp_path: pathlib.Path, embedded_encoder) -> ReferenceEncoder:  # noqa: ANN001
-    """ltx-core's encoder over a directory holding the embedded tokenizer and chat template, as ltx-core
-    builds its processor (`module_ops_from_gemma_root`), with the image size of the embedded tower."""
+def processor(tmp_path: pathlib.Path) -> Gemma3Processor:
+    """A directory holding the embedded tokenizer and chat template, read as ltx-core builds its processor
+    (`module_ops_from_gemma_root`), with the image size of the embedded tower."""
     tokenizer = byte_tokenizer().tokenizer
     tokenizer.no_truncation()
     tokenizer.save(str(tmp_path / "tokenizer.json"))
     config = {**NAMED, "add_bos_token": True, "add_eos_token": False, "chat_template": GEMMA3_CHAT_TEMPLATE,
               "extra_special_tokens": {k: NAMED[k] for k in ("boi_token", "eoi_token", "image_token")}}  # fmt: skip
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
-    processor = Gemma3Processor(
+    return Gemma3Processor(
         image_processor=Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
         tokenizer=AutoTokenizer.from_pretrained(str(tmp_path)),
         image_seq_length=4,
     )
+
+
+@pytest.fixture
+def reference(processor: Gemma3Processor, embedded_encoder) -> ReferenceEncoder:  # noqa: ANN001
+    """ltx-core's encoder with a stand-in for Gemma that answers `ANSWER`."""
     answer = embedded_encoder.enhancer()._tokenizer.encode(ANSWER, add_special_tokens=False).ids
     return ReferenceEncoder(model=CapturingModel([*answer, 261]), processor=processor)
 
@@ -180,3 +221,64 @@ def test_enhancement_errors_name_the_fix(tmp_path, monkeypatch) -> None:  # noqa
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     with pytest.raises(FileNotFoundError, match="pip install --no-deps ltx-core"):
         check_enhancement(None, with_image=False)
+
+
+class GreedyGemma(torch.nn.Module):
+    """A real Gemma 3 whose `generate` decodes greedily (the reference samples), recording the new ids."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, model: Gemma3ForConditionalGeneration) -> None:
+        super().__init__()
+        self.model, self.new_ids = model, []
+
+    def generate(self, **inputs: object) -> torch.Tensor:
+        inputs.update(do_sample=False, temperature=None)
+        out = self.model.generate(**inputs)
+        self.new_ids = out[0, inputs["input_ids"].shape[1] :].tolist()
+        return out
+
+
+@pytest.mark.parametrize("with_image", [False, True], ids=["t2v", "i2v"])
+def test_greedy_enhancement_matches_ltx_core_on_a_real_tiny_gemma(processor, with_image) -> None:  # noqa: ANN001
+    """ltx-core's own `enhance_t2v` / `enhance_i2v` on a random tiny `Gemma3ForConditionalGeneration`
+    (decoding greedily) and ours on its weights write the same tokens. The user prompt is lengthened to
+    a multiple of 8 tokens: the reference pads to one, and draws its first token from a pad otherwise."""
+    config = Gemma3Config(
+        text_config={**TINY_TEXT, "eos_token_id": [1, 261], "pad_token_id": 0}, vision_config=TINY_VISION,
+        mm_tokens_per_image=4, image_token_id=264, boi_token_id=262, eoi_token_id=263, eos_token_id=[1, 261],
+        pad_token_id=0,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "embed_tokens" not in name:
+                param.add_(0.3 * torch.randn_like(param))
+    state = {k: v.numpy() for k, v in model.state_dict().items()}
+    text = Gemma3TextModel(Gemma3ModelConfig.from_hf_dict(config.to_dict()), rngs=nnx.Rngs(0))
+    load_gemma_state_dict(text, {k: v for k, v in state.items() if "language_model" in k}, progress=False)
+    tower = Gemma3VisionTower(Gemma3VisionConfig.from_hf_dict(config.to_dict()), rngs=nnx.Rngs(0))
+    load_gemma_vision_state_dict(tower, state, progress=False)
+    vision = VisionInputs(lambda: tower, Gemma3ImageConfig(image_size=32))
+    ours = PromptEnhancer(text, byte_tokenizer(), EMBEDDED_CHAT, vision=vision, max_new_tokens=24, sampling=GREEDY)
+    image = np.random.default_rng(2).integers(0, 256, (40, 56, 3), dtype=np.uint8) if with_image else None
+    prompt = "A red fox"
+    while len(ours.prompt_ids(prompt, with_image)) % 8:
+        prompt += "!"
+    greedy = GreedyGemma(model)
+    reference = ReferenceEncoder(model=greedy, processor=processor)
+    with _no_fork_rng():
+        if with_image:
+            expected = reference.enhance_i2v(prompt, torch.from_numpy(image), max_new_tokens=24)
+        else:
+            expected = reference.enhance_t2v(prompt, max_new_tokens=24)
+    got = ours.generator.generate(
+        ours.prompt_ids(prompt, with_image), max_new_tokens=24, sampling=GREEDY,
+        pixel_values=None if image is None else vision.pixel_values(image),
+    )  # fmt: skip
+    stops = {1, 261}
+    assert list(got.tokens) == [t for t in greedy.new_ids if t not in stops][: len(got.tokens)]
+    assert len(got.tokens) + got.stopped == len(greedy.new_ids)
+    assert len(set(got.tokens)) > 4, "a repeated token would not test much"
+    assert ours.enhance(prompt, image=image) == reference_helpers.clean_response(expected)

@@ -147,14 +147,15 @@ def test_an_unknown_quantization_is_refused(tmp_path):
 # fp8 matmuls (`quantization="fp8"`): no reference runs here (ltx-core's fp8_scaled_mm needs TensorRT-LLM),
 # so each piece is checked against numpy's float8_e4m3fn (ml_dtypes) doing the same arithmetic.
 def emulated_fp8_matmul(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """Per-tensor scales max|.| / 448, round to e4m3, multiply the dequantized values in float64."""
+    """Scales max|.| / 448 per token of x and per tensor of the kernel, values rounded to e4m3, the
+    dequantized values multiplied in float64."""
 
-    def qdq(a: np.ndarray) -> np.ndarray:
-        scale = np.float32(np.abs(a).max() / np.float32(448))
+    def qdq(a: np.ndarray, axis: int | None) -> np.ndarray:
+        scale = (np.abs(a).max(axis=axis, keepdims=axis is not None) / np.float32(448)).astype(np.float32)
         q = np.clip(a / scale, -448, 448).astype(ml_dtypes.float8_e4m3fn)
-        return q.astype(np.float64) * np.float64(scale)
+        return q.astype(np.float64) * scale.astype(np.float64)
 
-    return (qdq(x) @ qdq(kernel) + bias).astype(np.float32)
+    return (qdq(x, -1) @ qdq(kernel, None) + bias).astype(np.float32)
 
 
 def test_fp8_linear_equals_the_emulated_fp8_matmul():
@@ -168,6 +169,8 @@ def test_fp8_linear_equals_the_emulated_fp8_matmul():
     np.testing.assert_allclose(np.asarray(fp8(jnp.asarray(x))), expected, rtol=1e-5, atol=1e-5)
     plain = np.asarray(linear(jnp.asarray(x)))
     assert 1e-3 < relative_error(np.asarray(fp8(jnp.asarray(x))), plain) < 0.1  # fp8 moved it, by a few percent
+    # each token's scale is its own: a row does not change with what is batched beside it
+    np.testing.assert_array_equal(np.asarray(fp8(jnp.asarray(x[:1]))), np.asarray(fp8(jnp.asarray(x)))[:1])
 
 
 def test_quantizing_values_on_the_fp8_grid_is_exact():

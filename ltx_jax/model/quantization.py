@@ -12,13 +12,16 @@ Everything else (norms, AdaLN tables, embeddings, the gated-attention logits, th
 in the model dtype. It halves the blocks' weight memory; the matmuls still run in bf16.
 
 fp8: Hopper's fp8 matmuls. Source: `ltx_core/quantization/fp8_scaled_mm.py` (`QuantizationPolicy.
-fp8_scaled_mm()`, which needs TensorRT-LLM): every linear of the transformer blocks but the first and
-the last five (its `EXCLUDED_LAYER_SUBSTRINGS`: blocks 0 and 43-47; the layers outside the blocks stay
-too) becomes an `Fp8Linear`: its weight in float8_e4m3fn with a per-tensor float32 scale (max |w| /
-448, as `quantize_weight_to_fp8_per_tensor`), its input quantized the same way on each call. The
-reference reads a static input scale from a pre-quantized checkpoint; a bf16 checkpoint has none, so
-the input's scale is its own max |x| / 448 (dynamic), computed per call. Products accumulate in
-float32 and come back in the input's dtype (bf16), then times the two scales; norms, AdaLN, RoPE,
+fp8_scaled_mm()`, which needs TensorRT-LLM): every linear of the transformer blocks but blocks 0 and
+43-47 of LTX-2's 48 (its `EXCLUDED_LAYER_SUBSTRINGS`; the layers outside the blocks stay too) becomes
+an `Fp8Linear`: its weight in float8_e4m3fn with a per-tensor float32 scale (max |w| / 448, as
+`quantize_weight_to_fp8_per_tensor`), its input quantized on each call. The reference reads a static
+per-tensor input scale from a pre-quantized checkpoint; a bf16 checkpoint has none, so each token's
+scale is its own max |x| / 448 (dynamic). Per token, not per tensor: a tensor's scale would depend on
+the other guidance passes batched with it and, under sequence parallelism, on how the tokens are
+split (or cost an all-reduce per linear); a token's scale factors out of its row of the product, so
+the GEMM still takes fp8 operands. Products accumulate in float32 and come back in bf16, then are
+multiplied by the two scales in float32; norms, AdaLN, RoPE,
 attention and softmax stay in bf16. The dot takes the fp8 operands themselves: XLA runs it as a
 cuBLASLt fp8 GEMM (`__cublas$lt$matmul$f8`). The dequantize -> bf16 dot pattern that XLA's GEMM
 rewriter was written for is not rewritten by jax 0.11.2's XLA (it dequantizes and runs a bf16 GEMM,
@@ -94,8 +97,14 @@ def to_fp8(x: jax.Array, scale: jax.Array) -> jax.Array:
 
 
 def from_fp8(q: jax.Array, scale: jax.Array, dtype: jnp.dtype) -> jax.Array:
-    """The dequantized values q * scale in `dtype` (the pattern XLA folds into an fp8 GEMM's scales)."""
-    return q.astype(dtype) * scale.astype(dtype)
+    """The dequantized values q * scale, computed in float32, in `dtype`."""
+    return (q.astype(jnp.float32) * scale).astype(dtype)
+
+
+def per_row_scale(x: jax.Array) -> jax.Array:
+    """max |x| / 448 over the last axis, (..., 1) float32 (1 for an all-zero row): one scale per token."""
+    amax = jnp.max(jnp.abs(x), axis=-1, keepdims=True).astype(jnp.float32)
+    return jnp.where(amax > 0, amax / FP8_MAX, 1.0)
 
 
 @jax.jit
@@ -108,7 +117,7 @@ def quantize_per_tensor(kernel: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 class Fp8Linear(nnx.Module):
     """`x @ kernel + bias` with the kernel (in, out) stored in float8_e4m3fn times `kernel_scale`, and
-    x quantized per call with its own per-tensor scale; see the module docstring."""
+    x quantized per call, each token with its own scale; see the module docstring."""
 
     def __init__(self, kernel: jax.Array, kernel_scale: jax.Array, bias: jax.Array | None) -> None:
         self.kernel = nnx.Param(kernel)
@@ -121,12 +130,12 @@ class Fp8Linear(nnx.Module):
         return cls(*quantize_per_tensor(linear.kernel[...]), None if linear.bias is None else linear.bias[...])
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        scale = per_tensor_scale(x)
+        scale = per_row_scale(x)  # a token's scale factors out of its row of the product
         out = jnp.bfloat16 if x.dtype == jnp.bfloat16 else jnp.float32
         y = jax.lax.dot_general(
             to_fp8(x, scale), self.kernel[...], (((x.ndim - 1,), (0,)), ((), ())), preferred_element_type=out
         )
-        y = (y * (scale * self.kernel_scale[...]).astype(out)).astype(x.dtype)
+        y = (y.astype(jnp.float32) * (scale * self.kernel_scale[...])).astype(x.dtype)
         return y if self.bias is None else y + self.bias[...].astype(x.dtype)
 
 

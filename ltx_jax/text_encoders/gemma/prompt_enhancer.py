@@ -17,9 +17,14 @@ Source: ltx-core's `text_encoders/gemma/encoders/base_encoder.py` (`GemmaTextEnc
 - Decoded without special tokens, then curly quotes, dashes and non-breaking spaces are replaced
   and leading non-letters dropped (`clean_response`).
 Not reproduced: torch's random stream (the same seed draws other words here; greedy decoding
-matches transformers token for token), and the reference's right padding to a multiple of 8,
-which is masked and changes only which keys a sliding-window layer sees, by at most 7, when the
-prompt and answer exceed 1,024 tokens.
+matches transformers token for token), and the reference's right padding of the prompt to a
+multiple of 8 tokens. transformers' `generate` takes the first token from the last position's
+logits, which after that padding is a masked `<pad>` token's (it attends to the prompt from another
+position): when the prompt's length is not a multiple of 8 the reference's first token comes from
+there, ours from the prompt's last token (the logits the model was trained to continue from). The
+later tokens see the pads masked out in both; the pads also shift the sliding-window layers' view
+by at most 7 keys once prompt and answer pass 1,024 tokens. With a prompt of a multiple of 8 tokens
+the two are the same (tests/test_prompt_enhancer.py runs the reference's own `_enhance`).
 
 The system prompts are the reference's own text files, read from the installed ltx-core package
 (`pip install --no-deps ltx-core==1.0.0`: only its text files are read, nothing is imported), or
@@ -71,8 +76,8 @@ def reference_system_prompt(kind: EnhanceKind) -> str:
             return path.read_text()
     raise FileNotFoundError(
         f"prompt enhancement uses ltx-core's {_SYSTEM_PROMPT_FILES[kind]}, and ltx-core is not installed here: "
-        "`pip install --no-deps ltx-core==1.0.0` (its text files are read; nothing of it is imported), or pass "
-        "your own system prompt (system_prompts={'t2v': ..., 'i2v': ...}, --enhance-system-prompt FILE)."
+        "`pip install --no-deps ltx-core==1.0.0` (its text files are read; nothing of it is imported). In Python, "
+        "PromptEnhancer(..., system_prompts={'t2v': ..., 'i2v': ...}) takes your own instead."
     )
 
 

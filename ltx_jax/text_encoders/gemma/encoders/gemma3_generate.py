@@ -5,7 +5,7 @@ on `Gemma3ForConditionalGeneration` (`do_sample=True, temperature=0.7`, transfor
 `top_k=50`, stop tokens `eos_token_id=[1, 106]`: `<eos>` and `<end_of_turn>`).
 
 - Prefill: the prompt, padded to a multiple of `PROMPT_BUCKET` tokens so that prompts of similar
-  length share one program, runs through each decoder layer in turn (one compiled layer program,
+  length share the prefill and decode programs, runs through each decoder layer in turn (one compiled layer program,
   as in `GemmaTextEncoder`), writing its keys and values into a cache of bucket + `max_new_tokens`
   slots.
 - Decode: one program, a `lax.while_loop` that chooses a token, stops at a stop token, and runs
@@ -25,16 +25,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from ltx_jax.text_encoders.gemma.encoders.gemma3_config import Gemma3ModelConfig
 from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel, KVCache, rope_at, rope_inv_freq
 
-PROMPT_BUCKET = 128  # prompts padded to a multiple of this share a compiled prefill
+PROMPT_BUCKET = 512  # prompts padded to a multiple of this share compiled programs (about 30 s each for 12B)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +92,7 @@ class Gemma3Generator:
         *,
         stop_token_ids: Sequence[int],
         image_token_id: int | None = None,
-        image_features_fn: object | None = None,
+        image_features_fn: Callable[[jax.Array], jax.Array] | None = None,
     ) -> None:
         self.config = model.config
         self.stop_token_ids = tuple(int(t) for t in stop_token_ids)
@@ -180,7 +181,7 @@ def _image_blocks(image_slots: np.ndarray) -> np.ndarray:
     return np.where(image_slots, np.cumsum(starts) - 1, -1).astype(np.int32)
 
 
-def _rope_for(cfg: object, positions: jax.Array, dtype: jnp.dtype) -> dict[str, tuple[jax.Array, jax.Array]]:
+def _rope_for(cfg: Gemma3ModelConfig, positions: jax.Array, dtype: jnp.dtype) -> dict[str, tuple[jax.Array, jax.Array]]:
     inv_freq = {
         "sliding_attention": rope_inv_freq(cfg.head_dim, cfg.rope_local_base_freq),
         "full_attention": rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling_factor),
@@ -191,16 +192,15 @@ def _rope_for(cfg: object, positions: jax.Array, dtype: jnp.dtype) -> dict[str, 
 def _masks_for(
     query_pos: jax.Array, length: jax.Array, slots: int, window: int, blocks: jax.Array | None = None
 ) -> dict[str, jax.Array]:
-    """Boolean (1, 1, Q, slots) masks per layer type for queries at `query_pos` (Q,) over a cache whose
-    first `length` slots hold the prompt: a key is seen if written (slot < length, or at most the
-    query's own position) and causal, or in the same image block (`blocks` (1, slots), prefill only)."""
+    """Boolean (1, 1, Q, slots) masks per layer type for queries at `query_pos` (Q,): causal (a slot
+    past a query is a pad or not yet written, and hidden), or, in the prefill (`blocks` (1, slots)),
+    the same image's tokens both ways among the prompt's first `length` slots."""
     key_pos = jnp.arange(slots)[None, :]
     q = query_pos[:, None]
-    written = (key_pos < length) | (key_pos <= q)
-    seen = written & (key_pos <= q)
+    seen = key_pos <= q
     if blocks is not None:
         qb, kb = blocks[0, : query_pos.shape[0], None], blocks[0][None, :]
-        seen = seen | (written & (qb == kb) & (qb >= 0))
+        seen = seen | ((key_pos < length) & (qb == kb) & (qb >= 0))
     sliding = seen & (q - key_pos < window)
     return {"full_attention": seen[None, None], "sliding_attention": sliding[None, None]}
 
