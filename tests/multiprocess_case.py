@@ -36,6 +36,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def process_env() -> dict[str, str]:
+    """The environment of a test's child process: these helpers importable, and no XLA_FLAGS (each
+    process sets up its own devices)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
+    env.pop("XLA_FLAGS", None)
+    return env
+
+
 def run_processes(
     commands: list[list[str]],
     expect_success: bool = True,
@@ -44,8 +52,7 @@ def run_processes(
     timeout_s: float = TIMEOUT_S,
 ) -> list[str]:
     """Runs the commands concurrently (bounded time, all reaped on any failure); returns their output."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]), **(extra_env or {}))
-    env.pop("XLA_FLAGS", None)  # each process sets up its own devices
+    env = {**process_env(), **(extra_env or {})}
     procs = [
         subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for command in commands

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from flax import nnx
 from ltx_core_twin import relative_error
-from multiprocess_case import TIMEOUT_S, build_case, free_port, run_processes
+from multiprocess_case import TIMEOUT_S, build_case, free_port, process_env, run_processes
 
 SP_TOLERANCE = 1e-5  # DESIGN.md: SP equals the single-device model in float32
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -88,8 +88,7 @@ def test_a_signal_to_one_process_stops_every_process_with_one_line(tmp_path, sig
     """The signalled process does not leave alone (its peer would wait for it inside a collective until
     JAX's heartbeat timeout aborts it): at the next DiT forward both stop, each with the one line and
     128 + the signal, and no mp4 is written. JAX's own SIGTERM handler (preemption) is overridden."""
-    port, env = free_port(), dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
-    env.pop("XLA_FLAGS", None)
+    port, env = free_port(), process_env()
     long_run = [*SMALL[:4], "400", *SMALL[5:]]  # --num-inference-steps 400: still denoising when the signal lands
     procs = [
         subprocess.Popen(

@@ -37,7 +37,6 @@ import copy
 import dataclasses
 import functools
 import importlib.util
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -49,6 +48,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from ltx_jax.text_encoders.gemma.encoders.base_encoder import GemmaTextEncoder
+from ltx_jax.text_encoders.gemma.encoders.encoder_configurator import gemma_json
 from ltx_jax.text_encoders.gemma.encoders.gemma3_generate import REFERENCE_SAMPLING, Gemma3Generator, Sampling
 from ltx_jax.text_encoders.gemma.encoders.gemma3_image_processor import (
     Gemma3ImageConfig,
@@ -57,7 +57,7 @@ from ltx_jax.text_encoders.gemma.encoders.gemma3_image_processor import (
 )
 from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel
 from ltx_jax.text_encoders.gemma.encoders.gemma3_vision import Gemma3VisionTower, create_gemma_vision
-from ltx_jax.text_encoders.gemma.tokenizer import LTXGemmaTokenizer
+from ltx_jax.text_encoders.gemma.tokenizer import LTXGemmaTokenizer, token_text
 
 EnhanceKind = Literal["t2v", "i2v"]
 ENHANCE_MAX_NEW_TOKENS = 512
@@ -148,8 +148,8 @@ class ChatFormat:
     def from_root(cls, gemma_root: str | Path) -> ChatFormat:
         """From `tokenizer_config.json` (or `chat_template.jinja` beside it) and `config.json`."""
         root = Path(gemma_root)
-        tokenizer_config = _json_below(root, "tokenizer_config.json")
-        config = _json_below(root, "config.json")
+        tokenizer_config = gemma_json(root, "tokenizer_config.json")
+        config = gemma_json(root, "config.json")
         jinja = next(iter(sorted(root.rglob("chat_template.jinja"))), None)
         template = jinja.read_text() if jinja is not None else tokenizer_config.get("chat_template")
         if not isinstance(template, str):
@@ -158,7 +158,11 @@ class ChatFormat:
                 "chat_template.jinja); prompt enhancement renders its messages with it. Use the instruction-tuned "
                 "Gemma 3 directory (gemma-3-12b-it)."
             )
-        named = {k: _token_text(v) for k, v in tokenizer_config.items() if k.endswith("_token") and _token_text(v)}
+        named = {
+            k: text
+            for k, v in tokenizer_config.items()
+            if k.endswith("_token") and isinstance(text := token_text(v), str)
+        }
         stops = config.get("eos_token_id", config.get("text_config", {}).get("eos_token_id"))
         if stops is None:
             raise ValueError(f"{root}'s config.json has no eos_token_id; generation would not know where to stop.")
@@ -167,17 +171,6 @@ class ChatFormat:
             count = int(config.get("mm_tokens_per_image", 256))
             image_tokens = ImageTokens(named["boi_token"], named["image_token"], named["eoi_token"], count)
         return cls(template, named, tuple(np.atleast_1d(stops).tolist()), image_tokens)
-
-
-def _json_below(root: Path, name: str) -> dict[str, Any]:
-    path = next(iter(sorted(root.rglob(name))), None)
-    if path is None:
-        raise FileNotFoundError(f"gemma_root {str(root)!r} holds no {name}; pass the Gemma 3 directory.")
-    return json.loads(path.read_text())
-
-
-def _token_text(value: object) -> str | None:
-    return value.get("content") if isinstance(value, Mapping) else value if isinstance(value, str) else None
 
 
 @jax.jit

@@ -22,7 +22,7 @@ from tokenizers import Tokenizer, processors
 TOKENIZER_MAX_LENGTH = 1024  # ltx-core's production length
 
 
-def _token_text(value: str | Mapping[str, Any] | None) -> str | None:
+def token_text(value: str | Mapping[str, Any] | None) -> str | None:
     """A special token from tokenizer_config.json: a string or an AddedToken dict with `content`."""
     return value["content"] if isinstance(value, Mapping) else value
 
@@ -34,8 +34,8 @@ class LTXGemmaTokenizer:
         if max_length < 1:
             raise ValueError(f"max_length must be at least 1, got {max_length}.")
         self.tokenizer, self.max_length = tokenizer, max_length
-        bos, eos = _token_text(config.get("bos_token")), _token_text(config.get("eos_token"))
-        pad = _token_text(config.get("pad_token")) or eos
+        bos, eos = token_text(config.get("bos_token")), token_text(config.get("eos_token"))
+        pad = token_text(config.get("pad_token")) or eos
         self.bos_token_id, self.pad_token_id = self._id("bos_token", bos), self._id("pad_token (or eos_token)", pad)
         if "add_bos_token" in config or "add_eos_token" in config:
             # transformers rebuilds the post-processor from these flags when the config sets them.

@@ -17,7 +17,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from ltx_jax.text_encoders.gemma.encoders.encoder_configurator import create_gemma_model
-from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel
+from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel, split_layers
 from ltx_jax.text_encoders.gemma.tokenizer import TOKENIZER_MAX_LENGTH, LTXGemmaTokenizer
 
 
@@ -57,10 +57,7 @@ class GemmaTextEncoder:
                 "same Gemma directory."
             )
         self.model, self.tokenizer = model, tokenizer
-        outer = nnx.merge(*nnx.split(model))  # new modules on the same arrays
-        self._layers = [nnx.split(layer) for layer in outer.layers]
-        outer.layers = nnx.List([])
-        self._outer = nnx.split(outer)
+        self._outer, self._layers = split_layers(model)
 
     @classmethod
     def from_root(

@@ -107,20 +107,31 @@ def load_gemma_state_dict(
     Values are cast to the model's parameter dtype. Returns the model.
     """
     tensors = gemma_text_state_dict(state_dict)
+    return place_gemma_tensors(
+        model, tensors, mesh, config_name="Gemma3ModelConfig", label="loading Gemma", progress=progress
+    )
+
+
+def place_gemma_tensors(
+    model: nnx.Module, tensors: Mapping[str, Any], mesh: Mesh | None, *, config_name: str, label: str, progress: bool
+) -> Any:  # noqa: ANN401
+    """`tensors` (renamed to `model`'s parameter paths) checked against `model`'s table, then placed as
+    `load_gemma_state_dict` describes, under the progress bar `label`; an error names `config_name`
+    as the config to check."""
     table = expected_keys(model)
     problems = mismatch_problems(table, tensors, {k: k for k in tensors})
     if problems:
         raise ValueError(
             f"Gemma checkpoint does not match this {type(model).__name__} ({len(table)} parameters): "
             + "; ".join(problems)
-            + ". Check that the Gemma3ModelConfig comes from the same directory's config.json."
+            + f". Check that the {config_name} comes from the same directory's config.json."
         )
 
     def place(key: str, transposed: bool, torch_shape: tuple[int, ...], dtype: np.dtype) -> jax.Array:
         sharding_for = functools.partial(gemma_param_sharding, mesh=mesh)
         return place_parameter(torch_shape, transposed, sharding_for, lambda box: _read(tensors[key], box, dtype))
 
-    return set_params(model, place_table(table, place, "loading Gemma", progress))
+    return set_params(model, place_table(table, place, label, progress))
 
 
 def _read(tensor: Any, box: tuple[slice, ...], dtype: np.dtype) -> np.ndarray:  # noqa: ANN401
@@ -150,12 +161,17 @@ def gemma_weight_paths(gemma_root: str | Path) -> tuple[Path, ...]:
     return tuple(sorted(first.parent.rglob("*.safetensors")))
 
 
+def gemma_json(gemma_root: str | Path, name: str) -> dict[str, Any]:
+    """The first file called `name` below `gemma_root` (`config.json`, `tokenizer_config.json`), parsed."""
+    path = next(iter(sorted(Path(gemma_root).rglob(name))), None)
+    if path is None:
+        raise FileNotFoundError(f"gemma_root {str(gemma_root)!r} holds no {name}; pass the Gemma 3 directory.")
+    return json.loads(path.read_text())
+
+
 def read_gemma_config(gemma_root: str | Path) -> Gemma3ModelConfig:
     """`Gemma3ModelConfig` from the first `config.json` below `gemma_root`."""
-    path = next(iter(sorted(Path(gemma_root).rglob("config.json"))), None)
-    if path is None:
-        raise FileNotFoundError(f"gemma_root {str(gemma_root)!r} holds no config.json; pass the Gemma 3 directory.")
-    return Gemma3ModelConfig.from_hf_dict(json.loads(path.read_text()))
+    return Gemma3ModelConfig.from_hf_dict(gemma_json(gemma_root, "config.json"))
 
 
 def lazy_gemma_tensors(gemma_root: str | Path) -> dict[str, LazyTensor]:

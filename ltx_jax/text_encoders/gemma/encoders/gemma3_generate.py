@@ -32,8 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from ltx_jax.text_encoders.gemma.encoders.gemma3_config import Gemma3ModelConfig
-from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel, KVCache, rope_at, rope_inv_freq
+from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel, KVCache, rope_tables, split_layers
 
 PROMPT_BUCKET = 512  # prompts padded to a multiple of this share compiled programs (about 30 s each for 12B)
 
@@ -67,15 +66,6 @@ class Generated:
     tokens: tuple[int, ...]
     stopped: bool
     logits: np.ndarray | None = None
-
-
-def split_layers(model: Gemma3TextModel) -> tuple[tuple, list[tuple]]:
-    """`(graphdef, state)` of the model without its layers, and of each layer: jitted programs take
-    one layer at a time (the arrays are shared with `model`, not copied)."""
-    outer = nnx.merge(*nnx.split(model))  # new modules on the same arrays
-    layers = [nnx.split(layer) for layer in outer.layers]
-    outer.layers = nnx.List([])
-    return nnx.split(outer), layers
 
 
 class Gemma3Generator:
@@ -181,14 +171,6 @@ def _image_blocks(image_slots: np.ndarray) -> np.ndarray:
     return np.where(image_slots, np.cumsum(starts) - 1, -1).astype(np.int32)
 
 
-def _rope_for(cfg: Gemma3ModelConfig, positions: jax.Array, dtype: jnp.dtype) -> dict[str, tuple[jax.Array, jax.Array]]:
-    inv_freq = {
-        "sliding_attention": rope_inv_freq(cfg.head_dim, cfg.rope_local_base_freq),
-        "full_attention": rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling_factor),
-    }
-    return {kind: rope_at(positions, freqs, dtype) for kind, freqs in inv_freq.items()}
-
-
 def _masks_for(
     query_pos: jax.Array, length: jax.Array, slots: int, window: int, blocks: jax.Array | None = None
 ) -> dict[str, jax.Array]:
@@ -223,7 +205,7 @@ def _prefill_inputs(
     positions = jnp.arange(ids.shape[1])
     padded_blocks = jnp.pad(blocks, ((0, 0), (0, slots - ids.shape[1])), constant_values=-1)
     masks = _masks_for(positions, length, slots, model.config.sliding_window, padded_blocks)
-    return x, _rope_for(model.config, positions, x.dtype), masks
+    return x, rope_tables(model.config, positions, x.dtype), masks
 
 
 @jax.jit
@@ -287,7 +269,7 @@ def _decode(
         rows = None if rows is None else rows.at[:, step].set(logits)
         position = length + step
         x = model.embed_tokens(token[:, None])
-        rope = _rope_for(cfg, position[None], x.dtype)
+        rope = rope_tables(cfg, position[None], x.dtype)
         masks = _masks_for(position[None], length, slots, cfg.sliding_window)
         new_caches = []
         for layer, kind, cache in zip(layer_modules, cfg.layer_types, caches, strict=True):

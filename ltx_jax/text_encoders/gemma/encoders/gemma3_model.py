@@ -63,11 +63,6 @@ def rope_inv_freq(head_dim: int, base: float, scaling_factor: float = 1.0) -> np
     return (np.float32(1.0) / np.power(np.float32(base), exponents)) / np.float32(scaling_factor)
 
 
-def rope_cos_sin(seq_len: int, inv_freq: np.ndarray, dtype: jnp.dtype) -> tuple[jax.Array, jax.Array]:
-    """cos, sin (S, head_dim) for positions 0..S-1, computed in float32, cast to `dtype`."""
-    return rope_at(jnp.arange(seq_len), inv_freq, dtype)
-
-
 def rope_at(positions: jax.Array, inv_freq: np.ndarray, dtype: jnp.dtype) -> tuple[jax.Array, jax.Array]:
     """cos, sin (S, head_dim) for the (S,) integer `positions`, computed in float32, cast to `dtype`."""
     freqs = positions.astype(jnp.float32)[:, None] * jnp.asarray(inv_freq)[None, :]
@@ -218,11 +213,27 @@ class Gemma3TextModel(nnx.Module):
     ) -> tuple[jax.Array, dict[str, tuple[jax.Array, jax.Array]], dict[str, jax.Array]]:
         """The scaled embeddings, and per layer type ("sliding_attention", "full_attention") its
         RoPE `(cos, sin)` tables and attention mask: what every decoder layer takes besides `x`."""
-        cfg = self.config
         x = self.embed_tokens(input_ids)
-        inv_freq = {
-            "sliding_attention": rope_inv_freq(cfg.head_dim, cfg.rope_local_base_freq),
-            "full_attention": rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling_factor),
-        }
-        rope = {kind: rope_cos_sin(input_ids.shape[1], freqs, x.dtype) for kind, freqs in inv_freq.items()}
-        return x, rope, attention_masks(attention_mask, cfg.sliding_window)
+        rope = rope_tables(self.config, jnp.arange(input_ids.shape[1]), x.dtype)
+        return x, rope, attention_masks(attention_mask, self.config.sliding_window)
+
+
+def rope_tables(
+    cfg: Gemma3ModelConfig, positions: jax.Array, dtype: jnp.dtype
+) -> dict[str, tuple[jax.Array, jax.Array]]:
+    """Per layer type, the RoPE `(cos, sin)` (S, head_dim) of the (S,) `positions`: local layers
+    rotate with `rope_local_base_freq`, global ones with `rope_theta` and the linear scaling."""
+    inv_freq = {
+        "sliding_attention": rope_inv_freq(cfg.head_dim, cfg.rope_local_base_freq),
+        "full_attention": rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling_factor),
+    }
+    return {kind: rope_at(positions, freqs, dtype) for kind, freqs in inv_freq.items()}
+
+
+def split_layers(model: Gemma3TextModel) -> tuple[tuple, list[tuple]]:
+    """`(graphdef, state)` of the model without its layers, and of each layer: jitted programs take
+    one layer at a time (the arrays are shared with `model`, not copied)."""
+    outer = nnx.merge(*nnx.split(model))  # new modules on the same arrays
+    layers = [nnx.split(layer) for layer in outer.layers]
+    outer.layers = nnx.List([])
+    return nnx.split(outer), layers

@@ -19,8 +19,6 @@ the 2-D average pool in float32; `x @ mm_input_projection_weight` in the activat
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,19 +26,16 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from ltx_jax.convert.placement import place_parameter, place_table
-from ltx_jax.convert.state_dict import expected_keys, mismatch_problems, set_params
 from ltx_jax.model.conv import Conv
 from ltx_jax.model.normalization import layer_norm, linear
 from ltx_jax.text_encoders.gemma.encoders.encoder_configurator import (
     GEMMA_TEXT_KEY_MAP,
-    _read,
-    gemma_param_sharding,
+    gemma_json,
     lazy_gemma_tensors,
+    place_gemma_tensors,
 )
 from ltx_jax.text_encoders.gemma.encoders.gemma3_config import HF_TEXT_DEFAULTS
 from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3RMSNorm
@@ -350,29 +345,15 @@ def load_gemma_vision_state_dict(
     before anything is placed. Tensors go to their devices split by `gemma_param_sharding` (or to the
     first device without a `mesh`), cast to the model's parameter dtype. Returns the model.
     """
-    tensors = gemma_vision_state_dict(state_dict)
-    table = expected_keys(model)
-    problems = mismatch_problems(table, tensors, {k: k for k in tensors})
-    if problems:
-        raise ValueError(
-            f"Gemma vision checkpoint does not match this {type(model).__name__} ({len(table)} parameters): "
-            + "; ".join(problems)
-            + ". Check that the Gemma3VisionConfig comes from the same directory's config.json."
-        )
-
-    def place(key: str, transposed: bool, torch_shape: tuple[int, ...], dtype: np.dtype) -> jax.Array:
-        sharding_for = functools.partial(gemma_param_sharding, mesh=mesh)
-        return place_parameter(torch_shape, transposed, sharding_for, lambda box: _read(tensors[key], box, dtype))
-
-    return set_params(model, place_table(table, place, "loading Gemma vision", progress))
+    return place_gemma_tensors(
+        model, gemma_vision_state_dict(state_dict), mesh,
+        config_name="Gemma3VisionConfig", label="loading Gemma vision", progress=progress,
+    )  # fmt: skip
 
 
 def read_gemma_vision_config(gemma_root: str | Path) -> Gemma3VisionConfig:
     """`Gemma3VisionConfig` from the first `config.json` below `gemma_root` (as `read_gemma_config` finds it)."""
-    path = next(iter(sorted(Path(gemma_root).rglob("config.json"))), None)
-    if path is None:
-        raise FileNotFoundError(f"gemma_root {str(gemma_root)!r} holds no config.json; pass the Gemma 3 directory.")
-    return Gemma3VisionConfig.from_hf_dict(json.loads(path.read_text()))
+    return Gemma3VisionConfig.from_hf_dict(gemma_json(gemma_root, "config.json"))
 
 
 def abstract_gemma_vision(cfg: Gemma3VisionConfig, param_dtype: jnp.dtype) -> Gemma3VisionTower:
