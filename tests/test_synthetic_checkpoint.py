@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from compile_events import CompileThreads
 from flax import nnx
 from safetensors import safe_open
 from torchaudio_stand_in import torchaudio_stand_in
@@ -228,12 +229,17 @@ def test_generate_runs_two_stage_on_the_tiny_files(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(TextEncoder, "from_files", classmethod(text_encoder))
     monkeypatch.setattr(LTXPipeline, "from_files", classmethod(pipeline))
     out = tmp_path / "two_stage.mp4"
-    info = generate.run(generate.parse_args([
+    with CompileThreads() as threads:
+        info = generate.run(generate.parse_args([
         "--mesh", "8", "--pipeline", "two-stage", "--checkpoint-path", tiny["checkpoint"],
         "--gemma-root", tiny["gemma_root"], "--spatial-upsampler-path", tiny["spatial_upsampler"],
         "--distilled-lora", tiny["distilled_lora"], "--height", "128", "--width", "128", "--num-frames", "9",
         "--num-inference-steps", "2", "--output-path", str(out),  # bf16, the default
-    ]))  # fmt: skip
+        ]))  # fmt: skip
+    # the upsampler, the video's tiles and the audio decoder compiled while the DiT denoised, not again after
+    after_stage_1 = {"jit(upsample)", "jit(_decode_tile)", "jit(decode_audio)"}
+    assert after_stage_1 <= threads.ahead()
+    assert not after_stage_1 & threads.on_main_thread()
     assert "LTX-2.3" in info["weights"]
     assert gemma_alive_at_load == [[False, False]]  # one Gemma, freed; the pipeline loads without it
     (video,) = info["videos"]

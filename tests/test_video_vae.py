@@ -314,6 +314,33 @@ def test_repeated_tiled_decodes_reuse_the_compiled_tiles():
     assert np.array_equal(np.asarray(first), np.asarray(second))
 
 
+def test_tiles_compiled_ahead_are_not_compiled_again():
+    """`compile_tiles` compiles what a tiled decode over the devices runs for a latent of that shape
+    (placed on the first device, noise from a key), so the decode itself compiles no tile."""
+    from ltx_jax.model.video_vae.conv_video_decoder import _decode_tile
+
+    _, ours = twins(vae_config(**LTX2_DECODER), "decoder")
+    latent = jax.device_put(jnp.asarray(random((1, 8, 2, 3, 4))), jax.devices()[0])  # a shape no other test uses
+    tiling = our_tiling(latent.shape)
+    programs = ours.compile_tiles(
+        jax.ShapeDtypeStruct(latent.shape, latent.dtype, sharding=latent.sharding), tiling, jax.devices()
+    )
+    assert programs >= 2  # tiles of different shapes, on different devices
+    compiled = []
+
+    def record(event, duration, fun_name="", **kwargs):
+        compiled.append(fun_name)
+
+    jax.monitoring.register_event_duration_secs_listener(record)
+    try:
+        decode_video(
+            ours, latent, tiling, key=jax.device_put(jax.random.key(0), jax.devices()[0]), devices=jax.devices()
+        )
+    finally:
+        jax.monitoring.unregister_event_duration_listener(record)
+    assert f"jit({_decode_tile.__name__})" not in compiled
+
+
 def test_vae_memory_benchmark_code_path_on_cpu():
     """benchmarks/bench_vae_memory.py at a tiny size on CPU (no peak there): our tiled decode, ltx-core's
     tiled decode, the table; and its `tiled_small` tiles are ltx-core 1.0.0's at the full 1024x1536x121."""

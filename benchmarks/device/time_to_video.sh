@@ -8,6 +8,8 @@
 #   loadbase   load_checkpoint before this work (.trees/base), once
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
+#   coldbefore the cold run of the tree before a change: git archive REV ltx_jax scripts benchmarks/bench_generate.py
+#              | tar -x -C .trees/before (carried)
 #   fp8cold, fp8warm   two-stage 1024x1536x121 with --quantization fp8-cast, cold and warm (its own cache)
 #   distilled  the distilled flow at 768x512x121 (sglang's published size), the same three runs (the synthetic
 #              checkpoint stands in for the distilled one: the same tensors)
@@ -53,6 +55,12 @@ for run in cold warm reference; do
         --cache-dir /tmp/compile_cache --out-dir "$OUT" 2>&1 | tee "$OUT/generate-$run.txt"
     rm -f "$OUT"/*.mp4
 done
+if [[ " $PARTS " == *" coldbefore "* ]]; then  # the tree before a change (.trees/before, carried), cold
+    PYTHONPATH=/tmp/site:$PWD/.trees/before timeout 560 python3 .trees/before/benchmarks/bench_generate.py \
+        "$DATA/manifest.json" --flow two-stage --runs cold --cache-dir /tmp/compile_cache_before --out-dir "$OUT" 2>&1 \
+        | tee "$OUT/generate-coldbefore.txt"
+    rm -f "$OUT"/*.mp4
+fi
 for run in fp8cold fp8warm; do
     [[ " $PARTS " == *" $run "* ]] || continue
     PYTHONPATH=/tmp/site:$PWD timeout 560 python3 benchmarks/bench_generate.py "$DATA/manifest.json" --flow two-stage \

@@ -2,8 +2,7 @@
 
 A checkpoint (`model_ledger.py`) and the embedded tiny default (`embedded.py`) go through the same
 configurators and the same builders here, so `python scripts/generate.py` exercises the code a real
-checkpoint runs. Decoders run after the DiT has finished: jitted on one device, or a checkpoint's
-video in tiles spread over the process's devices of the mesh.
+checkpoint runs. The decoders as the pipeline calls them are in `decoders.py`.
 """
 
 from __future__ import annotations
@@ -12,26 +11,25 @@ import dataclasses
 import functools
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.sharding import Mesh
 
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import audio_vae, upsampler, video_vae
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF, load_image_conditioning
-from ltx_jax.pipeline.media_io import video_to_uint8
 from ltx_jax.pipeline.requests import Components
 from ltx_jax.pipeline.settings import GenerationDefaults
 from ltx_jax.pipeline.stages import LatentGeometry, PromptEmbeddings
 from ltx_jax.pipeline.video_files import load_video_conditioning
 from ltx_jax.text_encoders.gemma import PromptEncoder
 
-VideoDecoder = Callable[[jax.Array, int], np.ndarray]  # (latent, seed) -> (F, H, W, 3) uint8
-AudioDecoder = Callable[[jax.Array], tuple[np.ndarray, int]]  # latent -> ((2, samples) waveform, Hz)
+if TYPE_CHECKING:
+    from ltx_jax.pipeline.decoders import AudioDecoding, VideoDecoding
+
 AudioEncoder = Callable[[np.ndarray, int], jax.Array]  # ((channels, samples) waveform, Hz) -> latent (1, C, T, M)
 
 
@@ -50,18 +48,37 @@ class PipelineModels:
     """
 
     components: Components
-    decode_video: VideoDecoder
-    decode_audio: AudioDecoder
+    decode_video: VideoDecoding
+    decode_audio: AudioDecoding
     prompt_encoder: PromptEncoder | None
     defaults: GenerationDefaults
     description: str
 
 
-def jitted(module: nnx.Module, method: Callable[..., Any]) -> Callable[..., Any]:
-    """`method(module, *args)` under `jax.jit` over the module's state (no per-call graph walk)."""
-    graphdef, state = nnx.split(module)
-    compiled = jax.jit(lambda state, *args: method(nnx.merge(graphdef, state), *args))
-    return lambda *args: compiled(state, *args)
+class JittedModule:
+    """`method(module, *args)` under `jax.jit` over the module's state (no per-call graph walk), its
+    program named `name` (in compile logs and profiles)."""
+
+    def __init__(self, module: nnx.Module, method: Callable[..., Any], name: str) -> None:
+        graphdef, self.state = nnx.split(module)
+
+        def call(state: nnx.State, *args: Any) -> Any:
+            return method(nnx.merge(graphdef, state), *args)
+
+        call.__name__ = call.__qualname__ = name
+        self._jit = jax.jit(call)
+
+    def __call__(self, *args: Any) -> Any:
+        return self._jit(self.state, *args)
+
+    def compile(self, *args: Any) -> None:
+        """Compiles the call with `args` (arrays or `jax.ShapeDtypeStruct`s) without running it; a call
+        with arguments of the same shapes, dtypes and placements then finds it compiled."""
+        self._jit.lower(self.state, *args).compile()
+
+    def shape(self, *args: Any) -> Any:
+        """The result's shapes and dtypes (`jax.ShapeDtypeStruct`s) for `args`, traced, not compiled."""
+        return jax.eval_shape(self._jit, self.state, *args)
 
 
 def decoder_modules(
@@ -81,34 +98,6 @@ def decoder_modules(
     load_state_dict(audio_decoder, audio_vae.audio_decoder_state_dict(tensors), prefix="")
     load_state_dict(vocoder, audio_vae.vocoder_state_dict(tensors), prefix="")
     return video_decoder, audio_decoder, vocoder
-
-
-def decoder_callables(
-    video_decoder: nnx.Module, audio_decoder: nnx.Module, vocoder: nnx.Module, mesh: Mesh | None = None
-) -> tuple[VideoDecoder, AudioDecoder]:
-    """The video and audio decoders as `PipelineModels` calls them, compiled once per latent shape.
-
-    With a `mesh`, the video is decoded in the reference's tiles (768 px overlapping by 64, 80 frames
-    overlapping by 24), spread over this process's devices of the mesh; without, in one pass.
-    """
-    decode = jitted(video_decoder, lambda m, latent, key: m(latent, key=key))
-    # jitted over the parameters: nnx.jit walked the vocoder's module graph on every call (about 0.2-0.5 s of
-    # a ~2 s decode of the --tiny synthetic model on a 2-core CPU)
-    decode_waveform = jitted(nnx.List([audio_decoder, vocoder]), lambda m, latent: audio_vae.decode_audio(latent, *m))
-
-    def decode_video(latent: jax.Array, seed: int) -> np.ndarray:
-        key = jax.random.key(seed)
-        if mesh is None:
-            return video_to_uint8(np.asarray(decode(latent, key), np.float32)[0])
-        tiling, devices = video_vae.TileSizeConfig.default(), list(mesh.local_devices)
-        video = video_vae.decode_video(video_decoder, latent, tiling, key=key, devices=devices)
-        return video_to_uint8(np.asarray(video, np.float32)[0])
-
-    def decode_audio(latent: jax.Array) -> tuple[np.ndarray, int]:
-        audio = decode_waveform(latent[:1].astype(jnp.float32))
-        return np.asarray(audio.waveform, np.float32), vocoder.output_sampling_rate
-
-    return decode_video, decode_audio
 
 
 def geometry(config: dict[str, Any]) -> LatentGeometry:
@@ -132,7 +121,7 @@ def conditioning_encoders(
 
     @functools.cache
     def encode() -> Callable[[jax.Array], jax.Array]:
-        return jitted(build_encoder(), lambda m, pixels: m(pixels))
+        return JittedModule(build_encoder(), lambda m, pixels: m(pixels), "encode_video")
 
     def encode_image(path: str | os.PathLike, height: int, width: int, crf: int = DEFAULT_IMAGE_CRF) -> jax.Array:
         return encode()(jnp.asarray(load_image_conditioning(path, height, width, crf), dtype))
@@ -154,7 +143,7 @@ def audio_encoder_callable(build_encoder: Callable[[], nnx.Module], dtype: jnp.d
         processor = audio_vae.AudioProcessor(
             encoder.sample_rate, encoder.mel_bins, encoder.mel_hop_length, encoder.n_fft
         )
-        return processor, jitted(encoder, lambda m, mel: m(mel)), encoder.in_channels
+        return processor, JittedModule(encoder, lambda m, mel: m(mel), "encode_audio"), encoder.in_channels
 
     def encode_audio(waveform: np.ndarray, sample_rate: int) -> jax.Array:
         processor, encode, channels = built()
@@ -166,11 +155,24 @@ def audio_encoder_callable(build_encoder: Callable[[], nnx.Module], dtype: jnp.d
     return encode_audio
 
 
-def upsample_between_statistics(model: nnx.Module, video_decoder: nnx.Module) -> Callable[[jax.Array], jax.Array]:
-    """The upsampler between the VAE's per-channel statistics (un-normalize, upsample, normalize)."""
-    statistics = video_decoder.per_channel_statistics
-    mean, std = (getattr(statistics, name)[...] for name in ("mean-of-means", "std-of-means"))
-    return jitted(model, lambda m, latent: upsampler.upsample_video(latent, m, mean, std))
+class Upsampling:
+    """The x2 latent upsampler between the VAE's per-channel statistics (un-normalize, upsample,
+    normalize): `Components.upsample`, run on the device holding its parameters, compilable ahead."""
+
+    def __init__(self, model: nnx.Module, video_decoder: nnx.Module) -> None:
+        statistics = video_decoder.per_channel_statistics
+        mean, std = (getattr(statistics, name)[...] for name in ("mean-of-means", "std-of-means"))
+        upsample = functools.partial(upsampler.upsample_video, mean=mean, std=std)
+        self._upsample = JittedModule(model, lambda m, latent: upsample(latent, m), "upsample")
+        self.device = next(iter(jax.tree.leaves(self._upsample.state)[0].devices()))
+
+    def __call__(self, latent: jax.Array) -> jax.Array:
+        return self._upsample(jax.device_put(latent, self.device))
+
+    def compile_ahead(self, shape: tuple[int, ...], dtype: jnp.dtype) -> None:
+        """Compiles upsampling a `shape` latent of `dtype`, without running it (see `decoders.py`)."""
+        placed = jax.sharding.SingleDeviceSharding(self.device)
+        self._upsample.compile(jax.ShapeDtypeStruct(shape, dtype, sharding=placed))
 
 
 def encode_texts(encoder: PromptEncoder, texts: Sequence[str]) -> list[PromptEmbeddings]:

@@ -18,13 +18,13 @@ from ltx_jax.model import audio_vae, upsampler, video_vae
 from ltx_jax.model.model import LTXModel
 from ltx_jax.pipeline.components import (
     PipelineModels,
+    Upsampling,
     audio_encoder_callable,
     conditioning_encoders,
-    decoder_callables,
     decoder_modules,
     geometry,
-    upsample_between_statistics,
 )
+from ltx_jax.pipeline.decoders import decoder_callables
 from ltx_jax.pipeline.requests import AUDIO_INPUT_FLOWS, SINGLE_STAGE_FLOWS, Components, Flow
 from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS
 from ltx_jax.text_encoders.gemma import (
@@ -200,7 +200,7 @@ def embedded_models(flow: Flow, seed: int = EMBEDDED_WEIGHTS_SEED) -> PipelineMo
     upsample = None
     if flow not in SINGLE_STAGE_FLOWS:  # built only when used: random init of each module takes seconds on CPU
         up = upsampler.LatentUpsamplerConfigurator.from_config(EMBEDDED_UPSAMPLER, rngs=nnx.Rngs(seed + 4))
-        upsample = upsample_between_statistics(up, video_decoder)
+        upsample = Upsampling(up, video_decoder)
 
     encode_audio = None
     if flow in AUDIO_INPUT_FLOWS:

@@ -10,6 +10,7 @@ shapes of an earlier one compiles nothing new, and the same seed gives the same 
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 from collections.abc import Sequence
@@ -26,12 +27,21 @@ from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy, check_layout
 from ltx_jax.pipeline.audio_files import audio_channels, read_audio
 from ltx_jax.pipeline.components import PipelineModels
+from ltx_jax.pipeline.decoders import BackgroundCompiler, compilations_ahead
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
 from ltx_jax.pipeline.media_io import enhanced_prompt_metadata, write_mp4
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_models
 from ltx_jax.pipeline.pipelines import generate
 from ltx_jax.pipeline.prompts import enhanced_prompt, prompt_contexts
-from ltx_jax.pipeline.requests import AudioInput, Flow, ImageCondition, Request, RetakeSpan, VideoCondition, check_flow
+from ltx_jax.pipeline.requests import (
+    AudioInput,
+    Flow,
+    ImageCondition,
+    Request,
+    RetakeSpan,
+    VideoCondition,
+    check_flow,
+)
 from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
 from ltx_jax.pipeline.timing import ForwardStats, TimedForward, timed_phase
@@ -149,6 +159,7 @@ class LTXPipeline:
             parts, transformer=self._timed[0], stage_2_transformer=self._timed[1] if len(self._timed) > 1 else None
         )
         self._decode_video, self._decode_audio = models.decode_video, models.decode_audio
+        self._compiler = BackgroundCompiler()
         self._prompt_encoder = models.prompt_encoder
 
     @classmethod
@@ -297,13 +308,19 @@ class LTXPipeline:
         for forward in self._timed:
             forward.seconds.clear()
             forward.peaks.clear()
-        with timed_phase(timings, "denoising", peaks):
-            video_latent, audio_latent = generate(self._components, request, self.flow, stages := {})
+        compiled_ahead = self._compile_ahead(request)
+        try:
+            with timed_phase(timings, "denoising", peaks):
+                video_latent, audio_latent = generate(self._components, request, self.flow, stages := {})
+        except BaseException:
+            self._compiler.cancel()
+            raise
         timings.update(stages)  # within denoising
         video = audio = None
         sample_rate = 0
         if jax.process_index() == 0:  # the others computed the same latents; only process 0 decodes
             with timed_phase(timings, "video_decoding", peaks):
+                compiled_ahead.result()
                 video = self._decode_video(video_latent, settings.seed)
             if self.flow == "a2vid":  # the input audio itself, as the reference returns it
                 audio, sample_rate = np.ascontiguousarray(request.audio.waveform.T), request.audio.sample_rate
@@ -352,6 +369,15 @@ class LTXPipeline:
             self._prompt_encoder, prompt, negative_prompt,
             guidance=guidance, flow=self.flow, defaults=self.defaults, cfg=self.config,
         )  # fmt: skip
+
+    def _compile_ahead(self, request: Request) -> concurrent.futures.Future:
+        """Has what runs after stage 1 (the upsampler, the decoders) compiled for this request on a
+        background thread while the DiT denoises (`ltx_jax.pipeline.decoders`). Only process 0
+        decodes, and only it compiles ahead."""
+        if jax.process_index() != 0:
+            return self._compiler.submit()
+        compilations = compilations_ahead(self._components, self._decode_video, self._decode_audio, request, self.flow)
+        return self._compiler.submit(*compilations)
 
     def _forward_stats(self) -> dict[int | None, ForwardStats]:
         stats = {}

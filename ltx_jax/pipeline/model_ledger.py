@@ -31,13 +31,13 @@ from ltx_jax.model.lora import combined, with_lora
 from ltx_jax.model.quantization import Quantization, check_quantization
 from ltx_jax.pipeline.components import (
     PipelineModels,
+    Upsampling,
     audio_encoder_callable,
     conditioning_encoders,
-    decoder_callables,
     decoder_modules,
     geometry,
-    upsample_between_statistics,
 )
+from ltx_jax.pipeline.decoders import decoder_callables
 from ltx_jax.pipeline.requests import AUDIO_INPUT_FLOWS, GUIDED_TWO_STAGE_FLOWS, SINGLE_STAGE_FLOWS, Components, Flow
 from ltx_jax.pipeline.settings import GenerationDefaults, checkpoint_defaults
 
@@ -230,7 +230,7 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
     decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, mesh)
     upsample = None
     if files.spatial_upsampler_path is not None:
-        upsample = upsample_between_statistics(_upsampler(files.spatial_upsampler_path, dtype), video_decoder)
+        upsample = Upsampling(_upsampler(files.spatial_upsampler_path, dtype), video_decoder)
     components = Components(
         transformer=stage_1,
         geometry=geometry(config),

@@ -46,6 +46,7 @@ from ltx_jax.pipeline.conditioning import (
 )
 from ltx_jax.pipeline.requests import (
     GUIDED_TWO_STAGE_FLOWS,
+    SINGLE_STAGE_FLOWS,
     UNGUIDED_FLOWS,
     Components,
     Flow,
@@ -100,6 +101,14 @@ def generate(
         "stage_2_denoising", _stage, stage_2, request, 1, sigmas, jax.random.fold_in(key, 2), Guidance(), "stage 2",
         initial=(upsampled, audio), noise_scale=float(sigmas[0]), **options,
     )  # fmt: skip
+
+
+def final_latent_shapes(components: Components, request: Request, flow: Flow) -> tuple[tuple, tuple]:
+    """The shapes of the video and audio latents `generate` returns for `request` (stage 1's size where
+    stage 2 is skipped): what the decoders will be given."""
+    scale = 2 if request.skip_stage_2 and flow not in SINGLE_STAGE_FLOWS else 1
+    pixels = VideoPixelShape(1, request.num_frames, request.height // scale, request.width // scale, request.frame_rate)
+    return components.geometry.video(pixels).shape, components.geometry.audio(pixels).shape
 
 
 def _stage_1_sigmas(components: Components, request: Request, flow: Flow) -> np.ndarray:

@@ -208,6 +208,26 @@ class VideoDecoder(nnx.Module):
         tiles = tiling_config.tiles(tuple(latent.shape[2:]), self.video_downscale_factors)
         return _blend_temporal_groups(_TileDecoder(self, devices), latent, tiles, timestep, noise)
 
+    def compile_tiles(
+        self, latent: jax.ShapeDtypeStruct, tiling_config: TileSizeConfig, devices: Sequence[jax.Device]
+    ) -> int:
+        """Compiles, without running, the tile programs `tiled_decode(..., devices=devices)` runs for a
+        latent like `latent` (no timestep; the noise from a key), so that decoding finds them compiled.
+        Returns how many distinct programs that was."""
+        graphdef, state = nnx.split(self)
+        tiles = tiling_config.tiles(tuple(latent.shape[2:]), self.video_downscale_factors)
+        compiled = set()
+        for group in _temporal_groups(tiles).values():
+            for i, tile in enumerate(group):
+                device = devices[i % len(devices)]
+                sizes = (len(range(n)[cut]) for n, cut in zip(latent.shape[2:], tile.in_coords, strict=True))
+                shape = (*latent.shape[:2], *sizes)
+                if (shape, device) not in compiled:
+                    arguments = _placed_tile_arguments(state, shape, latent.dtype, self, device)
+                    _decode_tile.lower(graphdef, *arguments).compile()
+                    compiled.add((shape, device))
+        return len(compiled)
+
 
 @functools.partial(jax.jit, static_argnums=0)
 def _decode_tile(
@@ -216,6 +236,17 @@ def _decode_tile(
     """One tile through the decoder. Module-level, keyed by the (hashable) graph definition, so
     repeated `tiled_decode` calls on equal decoders reuse the compiled tile shapes."""
     return nnx.merge(graphdef, state)(latent, timestep, noise=noise)
+
+
+def _placed_tile_arguments(
+    state: nnx.State, shape: tuple[int, ...], dtype: jnp.dtype, decoder: VideoDecoder, device: jax.Device
+) -> tuple:
+    """`_decode_tile`'s arguments after `_TileDecoder` has put them on `device`, as shapes: the
+    parameters, the latent tile, no timestep, and the noise tile where the decoder takes noise."""
+    placed = jax.sharding.SingleDeviceSharding(device)
+    states = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=placed), state)
+    noise = jax.ShapeDtypeStruct(shape, decoder.param_dtype, sharding=placed) if decoder.timestep_conditioning else None
+    return states, jax.ShapeDtypeStruct(shape, dtype, sharding=placed), None, noise
 
 
 class _TileDecoder:
@@ -269,6 +300,14 @@ def _accumulate_group(
     return values, weights
 
 
+def _temporal_groups(tiles: list[Tile]) -> dict[tuple[int, int], list[Tile]]:
+    """The tiles by the output frames they cover, in order."""
+    groups: dict[tuple[int, int], list[Tile]] = {}
+    for tile in tiles:
+        groups.setdefault((tile.out_coords[0].start, tile.out_coords[0].stop), []).append(tile)
+    return groups
+
+
 def _blend_temporal_groups(
     decoder: _TileDecoder,
     latent: jax.Array,
@@ -277,9 +316,7 @@ def _blend_temporal_groups(
     noise: jax.Array | None,
 ) -> Iterator[jax.Array]:
     """ltx-core's temporal streaming: a group's overlap with the next one is held back until both are summed."""
-    groups: dict[tuple[int, int], list[Tile]] = {}
-    for tile in tiles:
-        groups.setdefault((tile.out_coords[0].start, tile.out_coords[0].stop), []).append(tile)
+    groups = _temporal_groups(tiles)
     previous, previous_weights, previous_span = None, None, None
     for span, group in groups.items():
         values, weights = _accumulate_group(decoder, latent, group, timestep, noise)

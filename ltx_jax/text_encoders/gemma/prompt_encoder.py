@@ -27,7 +27,7 @@ from ltx_jax.text_encoders.gemma.embeddings_processor import (
     EmbeddingsProcessorOutput,
     embeddings_processor_state_dict,
 )
-from ltx_jax.text_encoders.gemma.encoders.base_encoder import GemmaTextEncoder
+from ltx_jax.text_encoders.gemma.encoders.base_encoder import GEMMA_COMPILER_OPTIONS, GemmaTextEncoder
 from ltx_jax.text_encoders.gemma.prompt_cache import PromptCache, checkpoint_identity
 from ltx_jax.text_encoders.gemma.prompt_enhancer import PromptEnhancer
 from ltx_jax.text_encoders.gemma.tokenizer import TOKENIZER_MAX_LENGTH
@@ -35,7 +35,7 @@ from ltx_jax.text_encoders.gemma.tokenizer import TOKENIZER_MAX_LENGTH
 _FIELDS = EmbeddingsProcessorOutput._fields  # ("video_encoding", "audio_encoding", "attention_mask")
 
 
-@jax.jit
+@functools.partial(jax.jit, compiler_options=GEMMA_COMPILER_OPTIONS)
 def _process(graphdef: nnx.GraphDef, state: nnx.State, hidden: jax.Array, mask: jax.Array) -> EmbeddingsProcessorOutput:
     return nnx.merge(graphdef, state).process_hidden_states(hidden, mask)
 

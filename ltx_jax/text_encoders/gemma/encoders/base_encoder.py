@@ -8,6 +8,7 @@ the embeddings processor. Prompt enhancement (text generation) is not ported.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,20 +21,25 @@ from ltx_jax.text_encoders.gemma.encoders.encoder_configurator import create_gem
 from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel, split_layers
 from ltx_jax.text_encoders.gemma.tokenizer import TOKENIZER_MAX_LENGTH, LTXGemmaTokenizer
 
+# cuBLAS for every matrix product instead of XLA's Triton GEMM fusions, whose autotuning made compiling
+# Gemma 3 12B's encoder programs the slowest part of a cold run's prompt encoding (docs/benchmarks.md)
+GEMMA_COMPILER_OPTIONS: dict[str, bool] = {"xla_gpu_enable_triton_gemm": False}
+_jit = functools.partial(jax.jit, compiler_options=GEMMA_COMPILER_OPTIONS)
 
-@jax.jit
+
+@_jit
 def _layer_inputs(graphdef: nnx.GraphDef, state: nnx.State, ids: jax.Array, mask: jax.Array) -> tuple:
     return nnx.merge(graphdef, state).layer_inputs(ids, mask)
 
 
-@jax.jit
+@_jit
 def _layer(
     graphdef: nnx.GraphDef, state: nnx.State, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array
 ) -> jax.Array:
     return nnx.merge(graphdef, state)(x, cos, sin, mask)
 
 
-@jax.jit
+@_jit
 def _stack(graphdef: nnx.GraphDef, state: nnx.State, hidden_states: list[jax.Array]) -> jax.Array:
     """The hidden states stacked on a last axis, the final norm applied to the last one."""
     return jnp.stack([*hidden_states[:-1], nnx.merge(graphdef, state).norm(hidden_states[-1])], axis=-1)

@@ -1,0 +1,156 @@
+"""The video and audio decoders as a pipeline calls them, and their compilation ahead of the latents.
+
+On an H200 with an empty compilation cache, compiling the decoders of a 1536x1024x121 video took about
+22 s (the video VAE, in tiles) and 17 s (the audio VAE and vocoder), after denoising, while the video
+waited for them. Their input shapes follow from the request alone, so `LTXPipeline` has them (and the
+upsampler, `components.Upsampling`) compiled on a background thread (`BackgroundCompiler`) while the
+DiT denoises: the host is mostly idle then, the device runs the steps. `jax.jit(...).lower(...).compile()`
+fills the in-memory cache a later call uses when the call's arguments have the same shapes, dtypes and
+placements; that is why every input is put on its model's device explicitly (committed) before a call,
+as the ahead-of-time shapes say.
+
+Frames are converted to uint8 on the device (the reference's `((x + 1) / 2).clamp(0, 1) * 255`, then
+truncated), so 1 byte per value crosses to the host instead of 4, and no full-size float32 copy of the
+video is made on the host.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import functools
+import logging
+import threading
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from ltx_jax.model import audio_vae, video_vae
+from ltx_jax.pipeline.components import JittedModule, Upsampling
+from ltx_jax.pipeline.pipelines import final_latent_shapes
+from ltx_jax.pipeline.requests import SINGLE_STAGE_FLOWS, Components, Flow, Request
+
+_LOG = logging.getLogger(__name__)
+
+
+@jax.jit
+def frames_uint8(video: jax.Array) -> jax.Array:
+    """A decoded `(1, 3, F, H, W)` video in [-1, 1] -> `(F, H, W, 3)` uint8, as `media_io.video_to_uint8`."""
+    scaled = jnp.clip((video[0].astype(jnp.float32) + 1.0) / 2.0, 0.0, 1.0) * 255.0
+    return jnp.moveaxis(scaled, 0, -1).astype(jnp.uint8)
+
+
+class VideoDecoding:
+    """`(latent, seed)` -> `(F, H, W, 3)` uint8 frames. With `devices`, the latent is decoded in the
+    reference's tiles (768 px overlapping by 64, 80 frames overlapping by 24) spread over them; without,
+    in one pass on the first local device."""
+
+    def __init__(self, decoder: video_vae.VideoDecoder, devices: list[jax.Device] | None = None) -> None:
+        self.decoder, self.devices = decoder, devices
+        self.device = devices[0] if devices else jax.local_devices()[0]
+        self._placed = jax.sharding.SingleDeviceSharding(self.device)
+        self._whole = JittedModule(decoder, lambda m, latent, key: m(latent, key=key), "decode_video")
+
+    def __call__(self, latent: jax.Array, seed: int) -> np.ndarray:
+        latent, key = jax.device_put((latent, jax.random.key(seed)), self.device)
+        if self.devices is None:
+            return np.asarray(frames_uint8(self._whole(latent, key)))
+        tiling = video_vae.TileSizeConfig.default()
+        video = video_vae.decode_video(self.decoder, latent, tiling, key=key, devices=self.devices)
+        return np.asarray(frames_uint8(video))
+
+    def compile_ahead(self, shape: tuple[int, ...], dtype: jnp.dtype) -> None:
+        """Compiles what decoding a `shape` latent of `dtype` runs, without running it."""
+        latent = jax.ShapeDtypeStruct(shape, dtype, sharding=self._placed)
+        key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=self._placed)
+        if self.devices is None:
+            self._whole.compile(latent, key)
+        else:
+            self.decoder.compile_tiles(latent, video_vae.TileSizeConfig.default(), self.devices)
+        video = self._whole.shape(latent, key)  # the tiles' concatenation has the shape of one pass
+        frames_uint8.lower(jax.ShapeDtypeStruct(video.shape, video.dtype, sharding=self._placed)).compile()
+
+
+class AudioDecoding:
+    """Audio latent `(B, C, T, M)` -> `((2, samples) float32 waveform, sample rate)`: the first item of
+    the batch through the audio VAE decoder and the vocoder, on `device`."""
+
+    def __init__(self, audio_decoder: nnx.Module, vocoder: nnx.Module, device: jax.Device) -> None:
+        self.device, self.sample_rate = device, vocoder.output_sampling_rate
+        self._placed = jax.sharding.SingleDeviceSharding(device)
+        # jitted over the parameters: nnx.jit walked the vocoder's module graph on every call (about 0.2-0.5 s
+        # of a ~2 s decode of the --tiny synthetic model on a 2-core CPU)
+        self._decode = JittedModule(
+            nnx.List([audio_decoder, vocoder]),
+            lambda m, latent: audio_vae.decode_audio(latent, *m).waveform,
+            "decode_audio",
+        )
+
+    def __call__(self, latent: jax.Array) -> tuple[np.ndarray, int]:
+        waveform = self._decode(jax.device_put(latent[:1].astype(jnp.float32), self.device))
+        return np.asarray(waveform, np.float32), self.sample_rate
+
+    def compile_ahead(self, shape: tuple[int, ...]) -> None:
+        """Compiles decoding a `shape` latent, without running it."""
+        self._decode.compile(jax.ShapeDtypeStruct((1, *shape[1:]), jnp.float32, sharding=self._placed))
+
+
+class BackgroundCompiler:
+    """Runs compilations on one background thread; wait for the future before what they compile runs.
+
+    They start with the denoising, alongside the DiT's own first compilation: starting them after the
+    DiT's first forward instead left them unfinished when decoding began (13 s more of decoding in a
+    cold two-stage run on an H200, docs/benchmarks.md). A compilation that fails here is only logged:
+    the model compiles the program again when called, and reports a real error there. `cancel` skips
+    what has not started; one compilation in progress cannot be interrupted (XLA's compile is not), so
+    a stopped run waits for it at exit.
+    """
+
+    def __init__(self) -> None:
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ltx-jax-compile")
+        self._cancelled = threading.Event()
+
+    def submit(self, *compilations: Callable[[], object]) -> concurrent.futures.Future:
+        self._cancelled.clear()
+        return self._executor.submit(self._run, compilations)
+
+    def _run(self, compilations: tuple[Callable[[], object], ...]) -> None:
+        for compile_one in compilations:
+            if self._cancelled.is_set():
+                return
+            try:
+                compile_one()
+            except Exception as error:  # noqa: BLE001 - see the class docstring
+                _LOG.warning("compiling ahead failed (%s); the program compiles when it is called", error)
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+
+def compilations_ahead(
+    components: Components, video: VideoDecoding, audio: AudioDecoding, request: Request, flow: Flow
+) -> list[Callable[[], None]]:
+    """What runs after stage 1 for `request`, as compilations in the order it runs: the upsampler
+    (two stages), the video decoder, the audio decoder (not for a2vid, which returns its input audio)."""
+    video_shape, audio_shape = final_latent_shapes(components, request, flow)
+    compilations = []
+    if isinstance(components.upsample, Upsampling) and flow not in SINGLE_STAGE_FLOWS and not request.skip_stage_2:
+        stage_1 = final_latent_shapes(components, dataclasses.replace(request, skip_stage_2=True), flow)[0]
+        compilations.append(functools.partial(components.upsample.compile_ahead, stage_1, components.dtype))
+    compilations.append(functools.partial(video.compile_ahead, video_shape, components.dtype))
+    if flow != "a2vid":
+        compilations.append(functools.partial(audio.compile_ahead, audio_shape))
+    return compilations
+
+
+def decoder_callables(
+    video_decoder: video_vae.VideoDecoder, audio_decoder: nnx.Module, vocoder: nnx.Module, mesh: object = None
+) -> tuple[VideoDecoding, AudioDecoding]:
+    """The decoders as `PipelineModels` holds them: the video in tiles over this process's devices of
+    `mesh` (a `jax.sharding.Mesh`), or in one pass without one; the audio on the first of them."""
+    devices = None if mesh is None else list(mesh.local_devices)
+    video = VideoDecoding(video_decoder, devices)
+    return video, AudioDecoding(audio_decoder, vocoder, video.device)
