@@ -2,7 +2,8 @@
 process, the page cache warm (every file is read once before the first timed load).
 
     python scripts/make_synthetic_checkpoint.py /tmp/synth --layers 12 --gemma-layers 1
-    python benchmarks/bench_load.py /tmp/synth/ltx-2.3-22b-dev.safetensors [--trees .trees/base .] [--repeats 2]
+    python benchmarks/bench_load.py /tmp/synth/ltx-2.3-22b-dev.safetensors [--trees .trees/base .] [--repeats 2] \
+        [--load-threads 8 16 32]
 
 `--trees` names directories that each hold an `ltx_jax` package (e.g. `git archive REV ltx_jax`), timed
 one after another in the same run: a loader before and after a change. Each line: seconds and GB/s of
@@ -20,6 +21,8 @@ import sys, time
 import jax, jax.numpy as jnp
 from flax import nnx
 import ltx_jax
+from ltx_jax.convert import placement
+placement.LOAD_THREADS = int(sys.argv[2])
 start = time.perf_counter()
 model, cfg = ltx_jax.load_checkpoint(sys.argv[1], dtype=jnp.bfloat16)
 leaves = jax.block_until_ready(jax.tree.leaves(nnx.state(model)))
@@ -41,13 +44,13 @@ print("RESULT", seconds, sum(p.numel() * p.element_size() for p in model.state_d
 """
 
 
-def timed(code: str, path: str, pythonpath: str | None) -> tuple[float, int]:
+def timed(code: str, path: str, pythonpath: str | None, threads: int) -> tuple[float, int]:
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH", "")]))
     # `python -c` puts its working directory first on sys.path: run in the tree, so its ltx_jax is the one imported
     result = subprocess.run(
-        [sys.executable, "-c", code, os.path.abspath(path)],
+        [sys.executable, "-c", code, os.path.abspath(path), str(threads)],
         capture_output=True,
         text=True,
         env=env,
@@ -67,18 +70,24 @@ def main() -> None:
     parser.add_argument("--trees", nargs="*", default=["."], help="directories holding an ltx_jax package")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--no-torch", action="store_true", help="skip ltx-core")
+    parser.add_argument(
+        "--load-threads", type=int, nargs="*", default=[8], help="ltx-jax's tensors in flight (placement.LOAD_THREADS)"
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     with open(args.checkpoint, "rb") as f:  # warm the page cache
         while f.read(1 << 26):
             pass
     print(f"read {os.path.getsize(args.checkpoint) / 1e9:.1f} GB once in {time.perf_counter() - start:.1f} s")
-    rows = [] if args.no_torch else [("ltx-core SingleGPUModelBuilder", TORCH_CHILD, None)]
+    rows = [] if args.no_torch else [("ltx-core SingleGPUModelBuilder", TORCH_CHILD, None, 0)]
     for tree in args.trees:
-        rows.append((f"ltx-jax load_checkpoint ({tree})", JAX_CHILD, os.path.abspath(tree)))
-    for label, code, pythonpath in rows:
+        for threads in args.load_threads:
+            rows.append(
+                (f"ltx-jax load_checkpoint ({tree}, {threads} in flight)", JAX_CHILD, os.path.abspath(tree), threads)
+            )
+    for label, code, pythonpath, threads in rows:
         for _ in range(args.repeats):
-            seconds, size = timed(code, args.checkpoint, pythonpath)
+            seconds, size = timed(code, args.checkpoint, pythonpath, threads)
             print(f"{label}: {seconds:.1f} s, {size / 1e9:.2f} GB, {size / 1e9 / seconds:.2f} GB/s")
 
 

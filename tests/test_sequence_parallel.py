@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from compile_events import CompileThreads
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 from ltx_core_twin import default_inputs, relative_error
@@ -247,6 +248,23 @@ def test_block_programs_compile_one_block_for_all():
     )
     assert_same(sp(video, audio, stg), single_device(model, video, audio, stg))
     assert sp.compiled()["block"] == 2
+
+
+def test_compiled_ahead_from_shapes_is_not_compiled_again(model):
+    """`compile_ahead` from shapes alone (50 tokens: padded to 56 on 8 devices, with a perturbed block)
+    compiles every program the call then runs: the call compiles nothing and gives the forward's output."""
+    video, audio = inputs()
+    stg = BatchedPerturbationConfig(
+        (PerturbationConfig(), PerturbationConfig((Perturbation(PerturbationType.SKIP_VIDEO_SELF_ATTN, (1,)),)))
+    )
+    sp = SequenceParallel(model, make_mesh(8))
+    sp.compile_ahead(*jax.eval_shape(lambda: (video, audio)), stg)
+    with CompileThreads() as threads:
+        out = sp(video, audio, stg)
+    programs = {"jit(pad_video)", "jit(prepare_local)", "jit(run)", "jit(finish_local)"}
+    assert not programs & {name for _, name in threads.compiled}  # (eager slicing of the output may compile)
+    assert sp.compiled() == {"whole": 0, "prepare": 1, "block": 2, "finish": 1}
+    assert_same(out, single_device(model, video, audio, stg))
 
 
 def test_heads_not_divisible(model):

@@ -5,6 +5,7 @@
 #              the checkpoint, LoRA and upsampler on disk, the Gemma directory on the RAM disk
 #   compile    benchmarks/bench_compile.py: the 48-block DiT compiled whole against block programs (no files)
 #   load       benchmarks/bench_load.py: ltx-core's SingleGPUModelBuilder and load_checkpoint after, twice each
+#   loadsweep  load_checkpoint with 8, 16 and 32 tensors in flight (placement.LOAD_THREADS), once each
 #   loadbase   load_checkpoint before this work (.trees/base), once
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
@@ -43,6 +44,10 @@ if [[ " $PARTS " == *" compile "* ]]; then
 fi
 if [[ " $PARTS " == *" load "* ]]; then
     timeout 200 python3 benchmarks/bench_load.py "$checkpoint" --trees . --repeats 2 2>&1 | tee "$OUT/load.txt"
+fi
+if [[ " $PARTS " == *" loadsweep "* ]]; then  # ltx-jax's loader with 8, 16 and 32 tensors in flight, once each
+    timeout 200 python3 benchmarks/bench_load.py "$checkpoint" --no-torch --repeats 1 --load-threads 8 16 32 2>&1 \
+        | tee "$OUT/loadsweep.txt"
 fi
 if [[ " $PARTS " == *" loadbase "* ]]; then  # the loader before this work, once
     timeout 140 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/base --repeats 1 --no-torch 2>&1 \

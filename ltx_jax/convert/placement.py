@@ -18,7 +18,9 @@ import numpy as np
 from jax.sharding import NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
 
-LOAD_THREADS = 8  # tensors read and placed at once
+# Tensors read and placed at once. The 38 GB LTX-2.3 DiT loaded on an H200 in 12.1 s with 8 of them,
+# 8.8 s with 16 and 9.9 s with 32 (bench_load.py --load-threads; docs/benchmarks.md).
+LOAD_THREADS = 16
 
 
 def local_box(shape: tuple[int, ...], sharding: Sharding) -> tuple[slice, ...]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from collections.abc import Callable, Sequence
 
 import jax
@@ -113,6 +114,7 @@ class BlockPrograms:
         self._prepare = jit(shard_map(prepare_local, in_specs=(outer_specs, *prepare_in_specs), out_specs=carry))
         self._finish = jit(shard_map(finish_local, in_specs=(outer_specs, carry, carry), out_specs=finish_out_specs))
         self._block_programs: dict[nnx.GraphDef, Callable] = {}
+        self._compiling = threading.Lock()
         for block in self._blocks:
             if block.graphdef not in self._block_programs:
                 self._block_programs[block.graphdef] = self._block_program(block, shard_map, carry)
@@ -137,11 +139,31 @@ class BlockPrograms:
         self, *inputs: object, perturbations: BatchedPerturbationConfig
     ) -> tuple[jax.Array | None, jax.Array | None]:
         """The forward: `inputs` are what `prepare` takes after the outer state."""
-        xs, rest = self._prepare(self._outer_state, *inputs)
+        with self._compiling:  # a `compile_ahead` on another thread finishes first
+            xs, rest = self._prepare(self._outer_state, *inputs)
+            for idx, block in enumerate(self._blocks):
+                program = self._block_programs[block.graphdef]
+                xs = program(block.state, xs, rest, perturbations=perturbations.at_block(idx))
+            return self._finish(self._outer_state, xs, rest)
+
+    def compile_ahead(self, *inputs: object, perturbations: BatchedPerturbationConfig) -> None:
+        """Compiles what `self(*inputs, perturbations=perturbations)` runs, without running it: `inputs`
+        as `jax.ShapeDtypeStruct`s with the shardings the call's arrays will have. Each program's
+        outputs as compiled (shapes and shardings) are the next one's inputs, as in the call. A call
+        meanwhile (from another thread) waits, then finds the programs compiled."""
+        with self._compiling:
+            self._compile(inputs, perturbations)
+
+    def _compile(self, inputs: tuple, perturbations: BatchedPerturbationConfig) -> None:
+        xs, rest = self._prepare.lower(self._outer_state, *inputs).compile().out_info
+        outputs: dict[tuple, object] = {}  # one compilation per distinct program, as `compiled` counts them
         for idx, block in enumerate(self._blocks):
-            program = self._block_programs[block.graphdef]
-            xs = program(block.state, xs, rest, perturbations=perturbations.at_block(idx))
-        return self._finish(self._outer_state, xs, rest)
+            at_block = perturbations.at_block(idx)
+            if (block.graphdef, at_block) not in outputs:
+                lowered = self._block_programs[block.graphdef].lower(block.state, xs, rest, perturbations=at_block)
+                outputs[block.graphdef, at_block] = lowered.compile().out_info
+            xs = outputs[block.graphdef, at_block]
+        self._finish.lower(self._outer_state, xs, rest).compile()
 
     def compiled(self) -> dict[str, int]:
         """How many programs each part has compiled: `block` counts one per distinct block structure

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -38,6 +39,11 @@ logger = logging.getLogger(__name__)
 
 BLOCKS = "transformer_blocks"
 DEFAULT_MAX_TOKENS = 32768
+
+
+def _placed_like(x: jax.ShapeDtypeStruct, sharding: NamedSharding) -> jax.ShapeDtypeStruct:
+    """`x` as `SequenceParallel._place` places an array of its shape and dtype."""
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding, weak_type=x.weak_type)
 
 
 def padded_length(tokens: int, mesh_size: int) -> int:
@@ -169,6 +175,7 @@ class SequenceParallel:
         self._replicated_forward = jit(self._plain_forward)
         self.block_programs = block_programs
         self._programs: dict[tuple, BlockPrograms] = {}
+        self._programs_lock = threading.Lock()
         self._pad = jax.jit(pad_video, static_argnums=1)
         logger.info(
             "SequenceParallel: %s%s over %d devices %s, head exchange %r, %s weights",
@@ -226,6 +233,27 @@ class SequenceParallel:
             return self._by_blocks(video, audio, perturbations)
         return self._sharded(self._state, video, audio, perturbations=perturbations)
 
+    def compile_ahead(
+        self, video: Modality, audio: Modality | None, perturbations: BatchedPerturbationConfig | None = None
+    ) -> None:
+        """Compiles what `self(video, audio, perturbations)` runs, without running it: `video` and
+        `audio` hold `jax.ShapeDtypeStruct`s (`ltx_jax.pipeline.stages.first_forward_inputs`). A call
+        from another thread meanwhile waits for it, then finds its programs compiled. With
+        `block_programs=False` nothing is compiled ahead."""
+        validate_inputs(self.cfg, video, audio, perturbations)
+        if not self.block_programs or video is None:
+            return
+        perturbations = perturbations or BatchedPerturbationConfig.empty(video.latent.shape[0])
+        replicated = functools.partial(_placed_like, sharding=self._replicated)
+        video, audio = jax.tree.map(replicated, video), jax.tree.map(replicated, audio)
+        tokens = video.latent.shape[1]
+        padded = padded_length(tokens, self.mesh_size)
+        if padded > self.max_tokens:
+            return  # the call raises the error
+        if padded != tokens:
+            video = self._pad.lower(video, padded).compile().out_info
+        self._programs_for(tokens, video, audio).compile_ahead(video, audio, perturbations=perturbations)
+
     def _by_blocks(
         self, video: Modality, audio: Modality | None, perturbations: BatchedPerturbationConfig
     ) -> tuple[jax.Array, jax.Array | None]:
@@ -233,12 +261,17 @@ class SequenceParallel:
         padded = padded_length(tokens, self.mesh_size)
         if padded != tokens:
             video = self._pad(video, padded)
+        vx, ax = self._programs_for(tokens, video, audio)(video, audio, perturbations=perturbations)
+        return vx[:, :tokens], ax
+
+    def _programs_for(self, tokens: int, video: Modality, audio: Modality | None) -> BlockPrograms:
+        """The programs for these (padded) inputs, built once per token count and input shapes."""
         inputs = (video, audio)
         key = (tokens, jax.tree.structure(inputs), tuple(x.shape for x in jax.tree.leaves(inputs)))
-        if key not in self._programs:
-            self._programs[key] = self._build_programs(tokens, video, audio)
-        vx, ax = self._programs[key](video, audio, perturbations=perturbations)
-        return vx[:, :tokens], ax
+        with self._programs_lock:  # `compile_ahead` may build them on another thread
+            if key not in self._programs:
+                self._programs[key] = self._build_programs(tokens, video, audio)
+            return self._programs[key]
 
     def compiled(self) -> dict[str, int]:
         """How many programs the video forward has compiled: `whole` (block_programs=False), or the

@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -27,8 +27,24 @@ from ltx_jax.pipeline.stages import LatentGeometry, PromptEmbeddings
 from ltx_jax.pipeline.video_files import load_video_conditioning
 from ltx_jax.text_encoders.gemma import PromptEncoder
 
-if TYPE_CHECKING:
-    from ltx_jax.pipeline.decoders import AudioDecoding, VideoDecoding
+
+class VideoDecoder(Protocol):
+    """`(latent, seed)` -> `(F, H, W, 3)` uint8 frames (`decoders.VideoDecoding`)."""
+
+    def __call__(self, latent: jax.Array, seed: int) -> np.ndarray: ...
+
+    def compile_ahead(self, shape: tuple[int, ...], dtype: jnp.dtype) -> None:
+        """Compiles decoding a `shape` latent of `dtype`, without running it."""
+
+
+class AudioDecoder(Protocol):
+    """latent -> `((2, samples) float32 waveform, sample rate)` (`decoders.AudioDecoding`)."""
+
+    def __call__(self, latent: jax.Array) -> tuple[np.ndarray, int]: ...
+
+    def compile_ahead(self, shape: tuple[int, ...]) -> None:
+        """Compiles decoding a `shape` latent, without running it."""
+
 
 AudioEncoder = Callable[[np.ndarray, int], jax.Array]  # ((channels, samples) waveform, Hz) -> latent (1, C, T, M)
 
@@ -48,8 +64,8 @@ class PipelineModels:
     """
 
     components: Components
-    decode_video: VideoDecoding
-    decode_audio: AudioDecoding
+    decode_video: VideoDecoder
+    decode_audio: AudioDecoder
     prompt_encoder: PromptEncoder | None
     defaults: GenerationDefaults
     description: str

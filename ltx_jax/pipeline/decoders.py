@@ -21,7 +21,8 @@ import dataclasses
 import functools
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -99,32 +100,44 @@ class AudioDecoding:
 
 
 class BackgroundCompiler:
-    """Runs compilations on one background thread; wait for the future before what they compile runs.
+    """Runs compilations on background threads, one thread per sequence given to `submit`; `wait`
+    before what they compile runs.
 
     They start with the denoising, alongside the DiT's own first compilation: starting them after the
     DiT's first forward instead left them unfinished when decoding began (13 s more of decoding in a
-    cold two-stage run on an H200, docs/benchmarks.md). A compilation that fails here is only logged:
-    the model compiles the program again when called, and reports a real error there. `cancel` skips
-    what has not started; one compilation in progress cannot be interrupted (XLA's compile is not), so
-    a stopped run waits for it at exit.
+    cold two-stage run on an H200, docs/benchmarks.md). Stage 2's DiT and the decoders compile on
+    threads of their own: after one another on one thread, the decoders were not ready when decoding
+    began (18.5 s of video decoding). A compilation that fails here is only logged: the model compiles
+    the program again when called, and reports a real error there. `cancel` skips what has not
+    started; one compilation in progress cannot be interrupted (XLA's compile is not), so a stopped
+    run waits for it at exit.
     """
 
-    def __init__(self) -> None:
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ltx-jax-compile")
+    def __init__(self, threads: int = 2) -> None:
+        self._executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="ltx-jax-compile")
         self._cancelled = threading.Event()
+        self._submitted: list[concurrent.futures.Future] = []
 
-    def submit(self, *compilations: Callable[[], object]) -> concurrent.futures.Future:
+    def submit(self, *sequences: Sequence[Callable[[], object]]) -> None:
+        """Starts each sequence of compilations on a thread of its own, in its order."""
         self._cancelled.clear()
-        return self._executor.submit(self._run, compilations)
+        self._submitted = [self._executor.submit(self._run, tuple(s)) for s in sequences if s]
+
+    def wait(self) -> None:
+        """Returns once everything `submit` started has finished (or was skipped by `cancel`)."""
+        concurrent.futures.wait(self._submitted)
 
     def _run(self, compilations: tuple[Callable[[], object], ...]) -> None:
         for compile_one in compilations:
             if self._cancelled.is_set():
                 return
+            start = time.perf_counter()
             try:
                 compile_one()
             except Exception as error:  # noqa: BLE001 - see the class docstring
                 _LOG.warning("compiling ahead failed (%s); the program compiles when it is called", error)
+            name = getattr(compile_one, "func", compile_one).__qualname__
+            _LOG.info("compiled ahead: %s in %.1f s", name, time.perf_counter() - start)
 
     def cancel(self) -> None:
         self._cancelled.set()
@@ -133,7 +146,7 @@ class BackgroundCompiler:
 def compilations_ahead(
     components: Components, video: VideoDecoding, audio: AudioDecoding, request: Request, flow: Flow
 ) -> list[Callable[[], None]]:
-    """What runs after stage 1 for `request`, as compilations in the order it runs: the upsampler
+    """What runs after stage 2's DiT for `request`, as compilations in the order it runs: the upsampler
     (two stages), the video decoder, the audio decoder (not for a2vid, which returns its input audio)."""
     video_shape, audio_shape = final_latent_shapes(components, request, flow)
     compilations = []

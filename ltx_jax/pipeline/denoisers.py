@@ -72,10 +72,7 @@ class GuidedDenoiser:
         if (video is None or skip_video) and (audio is None or skip_audio):
             return self._last
         n = len(self.passes)
-        batch = (video or audio).latent.shape[0]
-        video_in = self._modality(video, self.video_context, self.video_negative, sigma, not skip_video)
-        audio_in = self._modality(audio, self.audio_context, self.audio_negative, sigma, not skip_audio)
-        configs = tuple(config for _, config in self.passes for _ in range(batch))
+        video_in, audio_in, configs = self._forward_inputs(video, audio, sigma, not skip_video, not skip_audio)
         vx, ax = self._batched_forward(video_in, audio_in, configs)
         results = []
         for state, velocity, modality, params, skip, last in (
@@ -90,6 +87,26 @@ class GuidedDenoiser:
                 results.append(_guided_x0(params, tuple(name for name, _ in self.passes), n, modality, velocity))
         self._last = (results[0], results[1])
         return self._last
+
+    def first_forward_inputs(
+        self, video: LatentState | None, audio: LatentState | None, sigma: float
+    ) -> tuple[Modality | None, Modality | None, BatchedPerturbationConfig]:
+        """What the step at `sigma` passes to `forward` first (its first chunk where `max_batch_size`
+        splits the batch): `(video, audio, perturbations)`. Traced under `jax.eval_shape`, the shapes
+        a stage's forward is compiled for."""
+        video_in, audio_in, configs = self._forward_inputs(video, audio, sigma, True, True)
+        chunk = slice(0, min(len(configs), self.max_batch_size or len(configs)))
+        take = partial(_slice_modality, part=chunk)
+        return take(video_in), take(audio_in), BatchedPerturbationConfig(configs[chunk])
+
+    def _forward_inputs(
+        self, video: LatentState | None, audio: LatentState | None, sigma: float, video_on: bool, audio_on: bool
+    ) -> tuple[Modality | None, Modality | None, tuple]:
+        """Every pass's inputs in one batch, and each sample's perturbation config."""
+        batch = (video or audio).latent.shape[0]
+        video_in = self._modality(video, self.video_context, self.video_negative, sigma, video_on)
+        audio_in = self._modality(audio, self.audio_context, self.audio_negative, sigma, audio_on)
+        return video_in, audio_in, tuple(config for _, config in self.passes for _ in range(batch))
 
     def _modality(
         self, state: LatentState | None, context: jax.Array | None, negative: jax.Array | None, sigma: float, on: bool

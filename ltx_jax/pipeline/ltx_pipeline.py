@@ -10,8 +10,8 @@ shapes of an earlier one compiles nothing new, and the same seed gives the same 
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
+import functools
 import os
 from collections.abc import Sequence
 
@@ -31,7 +31,7 @@ from ltx_jax.pipeline.decoders import BackgroundCompiler, compilations_ahead
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
 from ltx_jax.pipeline.media_io import enhanced_prompt_metadata, write_mp4
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_models
-from ltx_jax.pipeline.pipelines import generate
+from ltx_jax.pipeline.pipelines import generate, stage_2_first_forward
 from ltx_jax.pipeline.prompts import enhanced_prompt, prompt_contexts
 from ltx_jax.pipeline.requests import (
     AudioInput,
@@ -308,7 +308,7 @@ class LTXPipeline:
         for forward in self._timed:
             forward.seconds.clear()
             forward.peaks.clear()
-        compiled_ahead = self._compile_ahead(request)
+        self._compile_ahead(request)
         try:
             with timed_phase(timings, "denoising", peaks):
                 video_latent, audio_latent = generate(self._components, request, self.flow, stages := {})
@@ -320,7 +320,7 @@ class LTXPipeline:
         sample_rate = 0
         if jax.process_index() == 0:  # the others computed the same latents; only process 0 decodes
             with timed_phase(timings, "video_decoding", peaks):
-                compiled_ahead.result()
+                self._compiler.wait()
                 video = self._decode_video(video_latent, settings.seed)
             if self.flow == "a2vid":  # the input audio itself, as the reference returns it
                 audio, sample_rate = np.ascontiguousarray(request.audio.waveform.T), request.audio.sample_rate
@@ -370,14 +370,24 @@ class LTXPipeline:
             guidance=guidance, flow=self.flow, defaults=self.defaults, cfg=self.config,
         )  # fmt: skip
 
-    def _compile_ahead(self, request: Request) -> concurrent.futures.Future:
-        """Has what runs after stage 1 (the upsampler, the decoders) compiled for this request on a
-        background thread while the DiT denoises (`ltx_jax.pipeline.decoders`). Only process 0
-        decodes, and only it compiles ahead."""
-        if jax.process_index() != 0:
-            return self._compiler.submit()
-        compilations = compilations_ahead(self._components, self._decode_video, self._decode_audio, request, self.flow)
-        return self._compiler.submit(*compilations)
+    def _compile_ahead(self, request: Request) -> None:
+        """Has what runs after stage 1 compiled for this request on background threads while stage 1
+        denoises (`ltx_jax.pipeline.decoders`): stage 2's DiT on one, the upsampler and the decoders
+        on another. Every process compiles its stage-2 DiT (each runs it; in the same order everywhere,
+        as XLA may share autotuning between processes); only process 0 decodes, and only it compiles
+        the rest."""
+        stage_2 = [functools.partial(self._compile_stage_2, request)]
+        decoders = []
+        if jax.process_index() == 0:
+            decoders = compilations_ahead(self._components, self._decode_video, self._decode_audio, request, self.flow)
+        self._compiler.submit(stage_2, decoders)
+
+    def _compile_stage_2(self, request: Request) -> None:
+        """Compiles stage 2's DiT programs for `request` (`SequenceParallel.compile_ahead`); a stage 2
+        that starts meanwhile waits for them."""
+        inputs = stage_2_first_forward(self._components, request, self.flow)
+        if inputs is not None:
+            (self._components.stage_2_transformer or self._components.transformer).compile_ahead(*inputs)
 
     def _forward_stats(self) -> dict[int | None, ForwardStats]:
         stats = {}

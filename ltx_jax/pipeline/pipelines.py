@@ -35,6 +35,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
+from ltx_jax.model.modality import Modality
 from ltx_jax.pipeline.conditioning import (
     condition_by_keyframe,
     condition_by_latent_index,
@@ -56,7 +58,14 @@ from ltx_jax.pipeline.requests import (
     validate,
 )
 from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLED_SIGMA_VALUES, ltx2_sigmas
-from ltx_jax.pipeline.stages import Conditioning, Guidance, PromptEmbeddings, Sampler, denoise_audio_video
+from ltx_jax.pipeline.stages import (
+    Conditioning,
+    Guidance,
+    PromptEmbeddings,
+    Sampler,
+    denoise_audio_video,
+    first_forward_inputs,
+)
 from ltx_jax.pipeline.types import LatentState, VideoLatentShape, VideoPixelShape
 
 
@@ -109,6 +118,22 @@ def final_latent_shapes(components: Components, request: Request, flow: Flow) ->
     scale = 2 if request.skip_stage_2 and flow not in SINGLE_STAGE_FLOWS else 1
     pixels = VideoPixelShape(1, request.num_frames, request.height // scale, request.width // scale, request.frame_rate)
     return components.geometry.video(pixels).shape, components.geometry.audio(pixels).shape
+
+
+def stage_2_first_forward(
+    components: Components, request: Request, flow: Flow
+) -> tuple[Modality | None, Modality | None, BatchedPerturbationConfig] | None:
+    """The shapes (`jax.ShapeDtypeStruct`s) of the inputs of stage 2's first DiT forward for `request`,
+    and its perturbations, so that stage 2 can be compiled while stage 1 runs; None where `flow` has
+    no stage 2 or the request skips it, and where stage 2 is conditioned on images (encoding them is
+    real work, done when stage 2 starts)."""
+    if flow in SINGLE_STAGE_FLOWS or request.skip_stage_2 or request.images:
+        return None
+    shape = VideoPixelShape(1, request.num_frames, request.height, request.width, request.frame_rate)
+    return first_forward_inputs(
+        shape, request.prompt, geometry=components.geometry, dtype=components.dtype, negative=request.negative,
+        audio_conditionings=[keep_all] if flow == "a2vid" else [], max_batch_size=request.max_batch_size,
+    )  # fmt: skip
 
 
 def _stage_1_sigmas(components: Components, request: Request, flow: Flow) -> np.ndarray:

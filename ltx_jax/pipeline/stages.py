@@ -8,13 +8,15 @@ split into two keys, so a generation is reproducible on any mesh and in any proc
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
+from ltx_jax.model.modality import Modality
 from ltx_jax.pipeline import patchifiers
 from ltx_jax.pipeline.conditioning import Conditioning
 from ltx_jax.pipeline.denoisers import Forward, GuidedDenoiser
@@ -91,29 +93,9 @@ def denoise_audio_video(
     prompt has no context for that modality).
     """
     video_shape, audio_shape = geometry.video(shape), geometry.audio(shape)
-    key_video, key_audio = jax.random.split(key)
-    video = audio = None
-    if prompt.video is not None:
-        video = patchifiers.initial_video_state(video_shape, shape.fps, initial_video_latent, dtype)
-        for condition in conditionings:
-            video = condition(video, video_shape)
-        video = _noised(video, key_video, noise_scale, dtype)
-    if prompt.audio is not None:
-        audio = patchifiers.initial_audio_state(audio_shape, initial_audio_latent, dtype)
-        for condition in audio_conditionings:
-            audio = condition(audio, audio_shape)
-        audio = _noised(audio, key_audio, noise_scale, dtype)
-    negative = negative or PromptEmbeddings(None, None)
-    denoiser = GuidedDenoiser(
-        forward,
-        prompt.video,
-        prompt.audio,
-        negative.video,
-        negative.audio,
-        guidance.video,
-        guidance.audio,
-        max_batch_size,
-    )
+    states = _initial_states(shape, prompt, geometry, dtype, conditionings, audio_conditionings, noise_scale)
+    video, audio = states(key, initial_video_latent, initial_audio_latent)
+    denoiser = _denoiser(forward, prompt, negative, guidance, max_batch_size)
     loop = res2s_denoising_loop if sampler == "res2s" else euler_denoising_loop
     video, audio = loop(sigmas, video, audio, denoiser, description=description)
     video_latent = audio_latent = None
@@ -123,6 +105,80 @@ def denoise_audio_video(
     if audio is not None:
         audio_latent = jnp.asarray(patchifiers.unpatchify_audio(np.asarray(audio.latent), audio_shape))
     return video_latent, audio_latent
+
+
+def first_forward_inputs(
+    shape: VideoPixelShape,
+    prompt: PromptEmbeddings,
+    *,
+    geometry: LatentGeometry,
+    dtype: jnp.dtype,
+    guidance: Guidance = Guidance(),
+    negative: PromptEmbeddings | None = None,
+    conditionings: Sequence[Conditioning] = (),
+    audio_conditionings: Sequence[Conditioning] = (),
+    max_batch_size: int | None = None,
+) -> tuple[Modality | None, Modality | None, BatchedPerturbationConfig]:
+    """The shapes and dtypes (`jax.ShapeDtypeStruct`s) of what `denoise_audio_video` with these
+    arguments passes to the DiT first (every modality enabled: a guidance that skips the first step
+    runs other programs), with its perturbations: traced, nothing runs on the devices. The initial
+    latents and the noise change values, not shapes, so they are left out."""
+    states = _initial_states(shape, prompt, geometry, dtype, conditionings, audio_conditionings)
+    denoiser = _denoiser(None, prompt, negative, guidance, max_batch_size)
+    perturbations = []  # static, not a pytree: taken out of the trace
+
+    def first() -> tuple[Modality | None, Modality | None]:
+        video, audio, batched = denoiser.first_forward_inputs(*states(jax.random.key(0), None, None), sigma=1.0)
+        perturbations.append(batched)
+        return video, audio
+
+    video, audio = jax.eval_shape(first)
+    return video, audio, perturbations[0]
+
+
+def _initial_states(
+    shape: VideoPixelShape,
+    prompt: PromptEmbeddings,
+    geometry: LatentGeometry,
+    dtype: jnp.dtype,
+    conditionings: Sequence[Conditioning],
+    audio_conditionings: Sequence[Conditioning],
+    noise_scale: float = 1.0,
+) -> Callable[..., tuple[LatentState | None, LatentState | None]]:
+    """`(key, initial video latent, initial audio latent) -> (video state, audio state)`: conditioned,
+    then noised from `key` (None for a modality the prompt has no context for)."""
+    video_shape, audio_shape = geometry.video(shape), geometry.audio(shape)
+
+    def states(key: jax.Array, video_latent: np.ndarray | None, audio_latent: np.ndarray | None) -> tuple:
+        key_video, key_audio = jax.random.split(key)
+        video = audio = None
+        if prompt.video is not None:
+            video = patchifiers.initial_video_state(video_shape, shape.fps, video_latent, dtype)
+            for condition in conditionings:
+                video = condition(video, video_shape)
+            video = _noised(video, key_video, noise_scale, dtype)
+        if prompt.audio is not None:
+            audio = patchifiers.initial_audio_state(audio_shape, audio_latent, dtype)
+            for condition in audio_conditionings:
+                audio = condition(audio, audio_shape)
+            audio = _noised(audio, key_audio, noise_scale, dtype)
+        return video, audio
+
+    return states
+
+
+def _denoiser(
+    forward: Forward | None,
+    prompt: PromptEmbeddings,
+    negative: PromptEmbeddings | None,
+    guidance: Guidance,
+    max_batch_size: int | None,
+) -> GuidedDenoiser:
+    negative = negative or PromptEmbeddings(None, None)
+    return GuidedDenoiser(
+        forward, prompt.video, prompt.audio, negative.video, negative.audio, guidance.video, guidance.audio,
+        max_batch_size,
+    )  # fmt: skip
 
 
 def _noised(state: LatentState, key: jax.Array, noise_scale: float, dtype: jnp.dtype) -> LatentState:

@@ -38,6 +38,10 @@ class TimedForward:
         self.peaks[tokens] = device_memory_peak()
         return out
 
+    def compile_ahead(self, video: object, audio: object, perturbations: object = None) -> None:
+        """The forward's `compile_ahead` (`SequenceParallel.compile_ahead`)."""
+        self.forward.compile_ahead(video, audio, perturbations)
+
 
 @contextlib.contextmanager
 def timed_phase(timings: dict[str, float], phase: str, peaks: dict[str, int]) -> Iterator[None]:
