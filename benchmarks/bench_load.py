@@ -22,7 +22,8 @@ import jax, jax.numpy as jnp
 from flax import nnx
 import ltx_jax
 from ltx_jax.convert import placement
-placement.LOAD_THREADS = int(sys.argv[2])
+if sys.argv[2] != "default":  # else the tree's own
+    placement.LOAD_THREADS = int(sys.argv[2])
 start = time.perf_counter()
 model, cfg = ltx_jax.load_checkpoint(sys.argv[1], dtype=jnp.bfloat16)
 leaves = jax.block_until_ready(jax.tree.leaves(nnx.state(model)))
@@ -44,7 +45,7 @@ print("RESULT", seconds, sum(p.numel() * p.element_size() for p in model.state_d
 """
 
 
-def timed(code: str, path: str, pythonpath: str | None, threads: int) -> tuple[float, int]:
+def timed(code: str, path: str, pythonpath: str | None, threads: str) -> tuple[float, int]:
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH", "")]))
@@ -71,7 +72,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--no-torch", action="store_true", help="skip ltx-core")
     parser.add_argument(
-        "--load-threads", type=int, nargs="*", default=[8], help="ltx-jax's tensors in flight (placement.LOAD_THREADS)"
+        "--load-threads",
+        nargs="*",
+        default=["default"],
+        help="ltx-jax's tensors in flight, one row each (default: the tree's own placement.LOAD_THREADS)",
     )
     args = parser.parse_args()
     start = time.perf_counter()
@@ -79,7 +83,7 @@ def main() -> None:
         while f.read(1 << 26):
             pass
     print(f"read {os.path.getsize(args.checkpoint) / 1e9:.1f} GB once in {time.perf_counter() - start:.1f} s")
-    rows = [] if args.no_torch else [("ltx-core SingleGPUModelBuilder", TORCH_CHILD, None, 0)]
+    rows = [] if args.no_torch else [("ltx-core SingleGPUModelBuilder", TORCH_CHILD, None, "default")]
     for tree in args.trees:
         for threads in args.load_threads:
             rows.append(

@@ -150,19 +150,19 @@ class BlockPrograms:
         """Compiles what `self(*inputs, perturbations=perturbations)` runs, without running it: `inputs`
         as `jax.ShapeDtypeStruct`s with the shardings the call's arrays will have. Each program's
         outputs as compiled (shapes and shardings) are the next one's inputs, as in the call. A call
-        meanwhile (from another thread) waits, then finds the programs compiled."""
+        from another thread while this compiles waits for it, then finds the programs compiled."""
         with self._compiling:
             self._compile(inputs, perturbations)
 
     def _compile(self, inputs: tuple, perturbations: BatchedPerturbationConfig) -> None:
         xs, rest = self._prepare.lower(self._outer_state, *inputs).compile().out_info
-        outputs: dict[tuple, object] = {}  # one compilation per distinct program, as `compiled` counts them
+        outputs: dict[tuple, object] = {}  # one compilation per distinct program and inputs
         for idx, block in enumerate(self._blocks):
-            at_block = perturbations.at_block(idx)
-            if (block.graphdef, at_block) not in outputs:
-                lowered = self._block_programs[block.graphdef].lower(block.state, xs, rest, perturbations=at_block)
-                outputs[block.graphdef, at_block] = lowered.compile().out_info
-            xs = outputs[block.graphdef, at_block]
+            key = (block.graphdef, perturbations.at_block(idx), tuple(jax.tree.leaves(xs)))
+            if key not in outputs:
+                lowered = self._block_programs[block.graphdef].lower(block.state, xs, rest, perturbations=key[1])
+                outputs[key] = lowered.compile().out_info
+            xs = outputs[key]
         self._finish.lower(self._outer_state, xs, rest).compile()
 
     def compiled(self) -> dict[str, int]:

@@ -238,8 +238,8 @@ class SequenceParallel:
     ) -> None:
         """Compiles what `self(video, audio, perturbations)` runs, without running it: `video` and
         `audio` hold `jax.ShapeDtypeStruct`s (`ltx_jax.pipeline.stages.first_forward_inputs`). A call
-        from another thread meanwhile waits for it, then finds its programs compiled. With
-        `block_programs=False` nothing is compiled ahead."""
+        from another thread while the block programs compile waits for them, then finds them compiled.
+        With `block_programs=False` nothing is compiled ahead."""
         validate_inputs(self.cfg, video, audio, perturbations)
         if not self.block_programs or video is None:
             return
@@ -277,7 +277,9 @@ class SequenceParallel:
         """How many programs the video forward has compiled: `whole` (block_programs=False), or the
         `prepare`, `block` and `finish` programs summed over the input shapes seen."""
         counts = {"whole": self._sharded._cache_size()}
-        for programs in self._programs.values():
+        with self._programs_lock:
+            built = list(self._programs.values())
+        for programs in built:
             for part, count in programs.compiled().items():
                 counts[part] = counts.get(part, 0) + count
         return counts

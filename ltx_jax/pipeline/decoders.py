@@ -2,12 +2,12 @@
 
 On an H200 with an empty compilation cache, compiling the decoders of a 1536x1024x121 video took about
 22 s (the video VAE, in tiles) and 17 s (the audio VAE and vocoder), after denoising, while the video
-waited for them. Their input shapes follow from the request alone, so `LTXPipeline` has them (and the
-upsampler, `components.Upsampling`) compiled on a background thread (`BackgroundCompiler`) while the
-DiT denoises: the host is mostly idle then, the device runs the steps. `jax.jit(...).lower(...).compile()`
-fills the in-memory cache a later call uses when the call's arguments have the same shapes, dtypes and
-placements; that is why every input is put on its model's device explicitly (committed) before a call,
-as the ahead-of-time shapes say.
+waited for them. Their input shapes follow from the request alone, so `LTXPipeline` has them, the
+upsampler (`components.Upsampling`) and stage 2's DiT compiled on background threads
+(`compile_after_stage_1`) while stage 1 denoises: the host is mostly idle then, the device runs the
+steps. `jax.jit(...).lower(...).compile()` fills the in-memory cache a later call uses when the call's
+arguments have the same shapes, dtypes and placements; that is why every input is put on its model's
+device explicitly (committed) before a call, as the ahead-of-time shapes say.
 
 Frames are converted to uint8 on the device (the reference's `((x + 1) / 2).clamp(0, 1) * 255`, then
 truncated), so 1 byte per value crosses to the host instead of 4, and no full-size float32 copy of the
@@ -31,7 +31,7 @@ from flax import nnx
 
 from ltx_jax.model import audio_vae, video_vae
 from ltx_jax.pipeline.components import JittedModule, Upsampling
-from ltx_jax.pipeline.pipelines import final_latent_shapes
+from ltx_jax.pipeline.pipelines import final_latent_shapes, stage_2_first_forward
 from ltx_jax.pipeline.requests import SINGLE_STAGE_FLOWS, Components, Flow, Request
 
 _LOG = logging.getLogger(__name__)
@@ -100,8 +100,8 @@ class AudioDecoding:
 
 
 class BackgroundCompiler:
-    """Runs compilations on background threads, one thread per sequence given to `submit`; `wait`
-    before what they compile runs.
+    """Runs sequences of compilations on background threads (`threads` at once, each sequence in its
+    order); `wait` before what they compile runs.
 
     They start with the denoising, alongside the DiT's own first compilation: starting them after the
     DiT's first forward instead left them unfinished when decoding began (13 s more of decoding in a
@@ -119,44 +119,63 @@ class BackgroundCompiler:
         self._submitted: list[concurrent.futures.Future] = []
 
     def submit(self, *sequences: Sequence[Callable[[], object]]) -> None:
-        """Starts each sequence of compilations on a thread of its own, in its order."""
-        self._cancelled.clear()
-        self._submitted = [self._executor.submit(self._run, tuple(s)) for s in sequences if s]
+        """Starts each non-empty sequence of compilations on a thread, in its order."""
+        self._cancelled = threading.Event()  # its own: `cancel` also stops an earlier call's remainder
+        self._submitted = [self._executor.submit(self._run, tuple(s), self._cancelled) for s in sequences if s]
 
     def wait(self) -> None:
         """Returns once everything `submit` started has finished (or was skipped by `cancel`)."""
         concurrent.futures.wait(self._submitted)
 
-    def _run(self, compilations: tuple[Callable[[], object], ...]) -> None:
-        for compile_one in compilations:
-            if self._cancelled.is_set():
-                return
-            start = time.perf_counter()
-            try:
-                compile_one()
-            except Exception as error:  # noqa: BLE001 - see the class docstring
-                _LOG.warning("compiling ahead failed (%s); the program compiles when it is called", error)
-            name = getattr(compile_one, "func", compile_one).__qualname__
-            _LOG.info("compiled ahead: %s in %.1f s", name, time.perf_counter() - start)
-
     def cancel(self) -> None:
         self._cancelled.set()
 
+    @staticmethod
+    def _run(compilations: tuple[Callable[[], object], ...], cancelled: threading.Event) -> None:
+        for compile_one in compilations:
+            if cancelled.is_set():
+                return
+            start = time.perf_counter()
+            name = getattr(compile_one, "func", compile_one).__qualname__
+            try:
+                compile_one()
+            except Exception as error:  # noqa: BLE001 - see the class docstring
+                _LOG.warning("compiling %s ahead failed (%s); it compiles when it is called", name, error)
+            else:
+                _LOG.info("compiled ahead: %s in %.1f s", name, time.perf_counter() - start)
 
-def compilations_ahead(
-    components: Components, video: VideoDecoding, audio: AudioDecoding, request: Request, flow: Flow
-) -> list[Callable[[], None]]:
-    """What runs after stage 2's DiT for `request`, as compilations in the order it runs: the upsampler
-    (two stages), the video decoder, the audio decoder (not for a2vid, which returns its input audio)."""
-    video_shape, audio_shape = final_latent_shapes(components, request, flow)
-    compilations = []
+
+def compile_after_stage_1(
+    compiler: BackgroundCompiler,
+    components: Components,
+    video: VideoDecoding,
+    audio: AudioDecoding,
+    request: Request,
+    flow: Flow,
+) -> None:
+    """Has what runs after stage 1 for `request` compiled on `compiler`'s threads, each sequence in
+    the order it runs: on one, the upsampler and stage 2's DiT (every process runs them, and compiles
+    them); on the other, the video and audio decoders (only process 0 decodes, and compiles them)."""
+    stage_2 = []
     if isinstance(components.upsample, Upsampling) and flow not in SINGLE_STAGE_FLOWS and not request.skip_stage_2:
         stage_1 = final_latent_shapes(components, dataclasses.replace(request, skip_stage_2=True), flow)[0]
-        compilations.append(functools.partial(components.upsample.compile_ahead, stage_1, components.dtype))
-    compilations.append(functools.partial(video.compile_ahead, video_shape, components.dtype))
-    if flow != "a2vid":
-        compilations.append(functools.partial(audio.compile_ahead, audio_shape))
-    return compilations
+        stage_2.append(functools.partial(components.upsample.compile_ahead, stage_1, components.dtype))
+    stage_2.append(functools.partial(_compile_stage_2, components, request, flow))
+    decoders = []
+    if jax.process_index() == 0:
+        video_shape, audio_shape = final_latent_shapes(components, request, flow)
+        decoders.append(functools.partial(video.compile_ahead, video_shape, components.dtype))
+        if flow != "a2vid" and request.prompt.audio is not None:  # a2vid returns its input audio
+            decoders.append(functools.partial(audio.compile_ahead, audio_shape))
+    compiler.submit(stage_2, decoders)
+
+
+def _compile_stage_2(components: Components, request: Request, flow: Flow) -> None:
+    """Compiles stage 2's DiT programs for `request` (`SequenceParallel.compile_ahead`, through
+    `TimedForward`); a stage 2 that starts while they compile waits for them."""
+    inputs = stage_2_first_forward(components, request, flow)
+    if inputs is not None:
+        (components.stage_2_transformer or components.transformer).compile_ahead(*inputs)
 
 
 def decoder_callables(

@@ -11,7 +11,6 @@ shapes of an earlier one compiles nothing new, and the same seed gives the same 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from collections.abc import Sequence
 
@@ -27,11 +26,11 @@ from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy, check_layout
 from ltx_jax.pipeline.audio_files import audio_channels, read_audio
 from ltx_jax.pipeline.components import PipelineModels
-from ltx_jax.pipeline.decoders import BackgroundCompiler, compilations_ahead
+from ltx_jax.pipeline.decoders import BackgroundCompiler, compile_after_stage_1
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
 from ltx_jax.pipeline.media_io import enhanced_prompt_metadata, write_mp4
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_models
-from ltx_jax.pipeline.pipelines import generate, stage_2_first_forward
+from ltx_jax.pipeline.pipelines import generate
 from ltx_jax.pipeline.prompts import enhanced_prompt, prompt_contexts
 from ltx_jax.pipeline.requests import (
     AudioInput,
@@ -41,6 +40,7 @@ from ltx_jax.pipeline.requests import (
     RetakeSpan,
     VideoCondition,
     check_flow,
+    validate,
 )
 from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
@@ -282,7 +282,27 @@ class LTXPipeline:
                 enhanced = prompt = self.enhance(prompt, settings)
         with timed_phase(timings, "prompt_encoding", peaks):
             positive, negative = self._prompts(prompt, negative_prompt, settings.guidance)
-        request = Request(
+        request = self._request(settings, positive, negative)
+        validate(request, self.flow)  # before anything is compiled for it
+        for forward in self._timed:
+            forward.seconds.clear()
+            forward.peaks.clear()
+        compile_after_stage_1(
+            self._compiler, self._components, self._decode_video, self._decode_audio, request, self.flow
+        )
+        try:
+            latents, video, audio, sample_rate = self._denoise_and_decode(request, settings.seed, timings, peaks)
+        finally:  # after a stop or an error, what has not started compiling is not needed
+            self._compiler.cancel()
+        return GeneratedVideo(
+            video, audio, settings.frame_rate, sample_rate, *latents, settings, timings, self._forward_stats(), peaks,
+            enhanced,
+        )  # fmt: skip
+
+    def _request(
+        self, settings: GenerationSettings, positive: PromptEmbeddings, negative: PromptEmbeddings | None
+    ) -> Request:
+        return Request(
             prompt=positive,
             height=settings.height,
             width=settings.width,
@@ -305,33 +325,28 @@ class LTXPipeline:
             audio=_input_audio(settings),
             retake=settings.retake,
         )
-        for forward in self._timed:
-            forward.seconds.clear()
-            forward.peaks.clear()
-        self._compile_ahead(request)
-        try:
-            with timed_phase(timings, "denoising", peaks):
-                video_latent, audio_latent = generate(self._components, request, self.flow, stages := {})
-        except BaseException:
-            self._compiler.cancel()
-            raise
+
+    def _denoise_and_decode(
+        self, request: Request, seed: int, timings: dict[str, float], peaks: dict[str, int]
+    ) -> tuple[tuple, np.ndarray | None, np.ndarray | None, int]:
+        """`((video latent, audio latent), frames, (samples, 2) audio, sample rate)`; only process 0
+        decodes (the others computed the same latents, and return None for frames and audio)."""
+        with timed_phase(timings, "denoising", peaks):
+            video_latent, audio_latent = generate(self._components, request, self.flow, stages := {})
         timings.update(stages)  # within denoising
         video = audio = None
         sample_rate = 0
-        if jax.process_index() == 0:  # the others computed the same latents; only process 0 decodes
+        if jax.process_index() == 0:
             with timed_phase(timings, "video_decoding", peaks):
                 self._compiler.wait()
-                video = self._decode_video(video_latent, settings.seed)
+                video = self._decode_video(video_latent, seed)
             if self.flow == "a2vid":  # the input audio itself, as the reference returns it
                 audio, sample_rate = np.ascontiguousarray(request.audio.waveform.T), request.audio.sample_rate
             elif audio_latent is not None:
                 with timed_phase(timings, "audio_decoding", peaks):
                     waveform, sample_rate = self._decode_audio(audio_latent)
                 audio = np.ascontiguousarray(waveform.T)
-        return GeneratedVideo(
-            video, audio, settings.frame_rate, sample_rate, video_latent, audio_latent, settings, timings,
-            self._forward_stats(), peaks, enhanced,
-        )  # fmt: skip
+        return (video_latent, audio_latent), video, audio, sample_rate
 
     def encode(
         self,
@@ -369,25 +384,6 @@ class LTXPipeline:
             self._prompt_encoder, prompt, negative_prompt,
             guidance=guidance, flow=self.flow, defaults=self.defaults, cfg=self.config,
         )  # fmt: skip
-
-    def _compile_ahead(self, request: Request) -> None:
-        """Has what runs after stage 1 compiled for this request on background threads while stage 1
-        denoises (`ltx_jax.pipeline.decoders`): stage 2's DiT on one, the upsampler and the decoders
-        on another. Every process compiles its stage-2 DiT (each runs it; in the same order everywhere,
-        as XLA may share autotuning between processes); only process 0 decodes, and only it compiles
-        the rest."""
-        stage_2 = [functools.partial(self._compile_stage_2, request)]
-        decoders = []
-        if jax.process_index() == 0:
-            decoders = compilations_ahead(self._components, self._decode_video, self._decode_audio, request, self.flow)
-        self._compiler.submit(stage_2, decoders)
-
-    def _compile_stage_2(self, request: Request) -> None:
-        """Compiles stage 2's DiT programs for `request` (`SequenceParallel.compile_ahead`); a stage 2
-        that starts meanwhile waits for them."""
-        inputs = stage_2_first_forward(self._components, request, self.flow)
-        if inputs is not None:
-            (self._components.stage_2_transformer or self._components.transformer).compile_ahead(*inputs)
 
     def _forward_stats(self) -> dict[int | None, ForwardStats]:
         stats = {}

@@ -1,0 +1,65 @@
+"""What stage 2 is compiled for ahead (`pipelines.stage_2_first_forward`) is what its first DiT call gets,
+in every flow with a stage 2 it covers: the same pytree, shapes, dtypes, weak types and perturbations."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ltx_jax.pipeline.guiders import MultiModalGuiderParams
+from ltx_jax.pipeline.pipelines import generate, stage_2_first_forward
+from ltx_jax.pipeline.requests import AudioInput, Components, Request, VideoCondition
+from ltx_jax.pipeline.stages import Guidance, LatentGeometry, PromptEmbeddings
+
+GEOMETRY = LatentGeometry(video_channels=8, audio_channels=2, audio_mel_bins=4)
+GUIDED = Guidance(MultiModalGuiderParams(cfg_scale=3.0, stg_scale=1.0, stg_blocks=(1,)), MultiModalGuiderParams())
+
+
+class RecordingForward:
+    """A DiT stand-in: records each call's inputs, returns zero velocities."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, video, audio, perturbations=None):
+        self.calls.append((video, audio, perturbations))
+        return tuple(None if m is None else jnp.zeros_like(m.latent) for m in (video, audio))
+
+
+def signature(tree):
+    leaves, structure = jax.tree.flatten(tree)
+    return structure, [(x.shape, jnp.dtype(x.dtype), bool(getattr(x, "weak_type", False))) for x in leaves]
+
+
+@pytest.mark.parametrize("flow", ["two-stage", "two-stage-hq", "distilled", "ic-lora", "a2vid"])
+def test_stage_2_is_compiled_for_what_its_first_call_gets(flow):
+    stage_1, stage_2 = RecordingForward(), RecordingForward()
+    components = Components(
+        transformer=stage_1, stage_2_transformer=stage_2, geometry=GEOMETRY, dtype=jnp.bfloat16,
+        upsample=lambda latent: jnp.repeat(jnp.repeat(latent, 2, axis=3), 2, axis=4),
+        encode_audio=lambda waveform, rate: jnp.zeros((1, 2, 40, 4), jnp.float32),
+        encode_video=lambda path, h, w, frames: jnp.zeros((1, 8, (frames - 1) // 8 + 1, h // 32, w // 32)),
+    )  # fmt: skip
+    rng = np.random.default_rng(0)
+    contexts = [PromptEmbeddings(*(jnp.asarray(rng.normal(size=(1, 8, 16)), jnp.float32) for _ in "va")) for _ in "pn"]
+    request = Request(
+        prompt=contexts[0], negative=contexts[1], height=128, width=128, num_frames=9, frame_rate=24.0, seed=1,
+        num_inference_steps=2, guidance=GUIDED if flow in ("two-stage", "two-stage-hq", "a2vid") else Guidance(),
+        audio=AudioInput(np.zeros((2, 16000), np.float32), 16000) if flow == "a2vid" else None,
+        reference_videos=(VideoCondition("reference.mp4", 1.0),) if flow == "ic-lora" else (),
+    )  # fmt: skip
+    expected = stage_2_first_forward(components, request, flow)
+    generate(components, request, flow)
+    video, audio, perturbations = stage_2.calls[0]
+    assert signature((video, audio)) == signature(expected[:2])
+    assert perturbations == expected[2]
+    assert video.latent.shape[1] == 2 * 4 * 4  # stage 2's call: 2 latent frames of 4 x 4
+
+
+def test_no_stage_2_is_compiled_where_it_is_skipped_or_conditioned_on_images():
+    components = Components(transformer=RecordingForward(), geometry=GEOMETRY, dtype=jnp.bfloat16)
+    prompt = PromptEmbeddings(jnp.zeros((1, 8, 16)), jnp.zeros((1, 8, 16)))
+    request = Request(prompt=prompt, height=128, width=128, num_frames=9, frame_rate=24.0, seed=1)
+    assert stage_2_first_forward(components, request, "one-stage") is None
+    assert stage_2_first_forward(components, Request(**{**request.__dict__, "skip_stage_2": True}), "ic-lora") is None
+    assert stage_2_first_forward(components, request, "distilled") is not None
