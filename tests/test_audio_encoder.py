@@ -77,6 +77,7 @@ def checkpoint(module: torch.nn.Module) -> dict:
 
 def encoder_pair(config: dict, param_dtype: jnp.dtype = jnp.float32) -> tuple[torch.nn.Module, ours.AudioEncoder]:
     """ltx-core's encoder with random weights, and ours built abstractly and filled by the strict load."""
+    torch.manual_seed(0)  # the convolutions' initial values, which `randomize` adds to
     reference = randomize(AudioEncoderConfigurator.from_config(config), seed=0)
     model = nnx.eval_shape(lambda: ours.audio_encoder_from_config(config, rngs=nnx.Rngs(0), param_dtype=param_dtype))
     ltx_jax.load_state_dict(model, ours.audio_encoder_state_dict(checkpoint(reference)), prefix="")
