@@ -116,7 +116,7 @@ def final_latent_shapes(components: Components, request: Request, flow: Flow) ->
     """The shapes of the video and audio latents `generate` returns for `request` (stage 1's size where
     stage 2 is skipped): what the decoders will be given."""
     scale = 2 if request.skip_stage_2 and flow not in SINGLE_STAGE_FLOWS else 1
-    pixels = VideoPixelShape(1, request.num_frames, request.height // scale, request.width // scale, request.frame_rate)
+    pixels = _pixels(request, scale)
     return components.geometry.video(pixels).shape, components.geometry.audio(pixels).shape
 
 
@@ -129,11 +129,18 @@ def stage_2_first_forward(
     real work, done when stage 2 starts)."""
     if flow in SINGLE_STAGE_FLOWS or request.skip_stage_2 or request.images:
         return None
-    shape = VideoPixelShape(1, request.num_frames, request.height, request.width, request.frame_rate)
     return first_forward_inputs(
-        shape, request.prompt, geometry=components.geometry, dtype=components.dtype, negative=request.negative,
-        audio_conditionings=[keep_all] if flow == "a2vid" else [], max_batch_size=request.max_batch_size,
+        _pixels(request), request.prompt, geometry=components.geometry, dtype=components.dtype,
+        negative=request.negative, audio_conditionings=[keep_all] if flow == "a2vid" else [],
+        max_batch_size=request.max_batch_size,
     )  # fmt: skip
+
+
+def _pixels(request: Request, downscale: int = 1) -> VideoPixelShape:
+    """The request's video size, at 1/`downscale` of its height and width (a stage's size)."""
+    return VideoPixelShape(
+        1, request.num_frames, request.height // downscale, request.width // downscale, request.frame_rate
+    )
 
 
 def _stage_1_sigmas(components: Components, request: Request, flow: Flow) -> np.ndarray:
@@ -143,7 +150,7 @@ def _stage_1_sigmas(components: Components, request: Request, flow: Flow) -> np.
         return np.asarray(DISTILLED_SIGMA_VALUES)
     if flow != "two-stage-hq":
         return ltx2_sigmas(request.num_inference_steps)
-    half = VideoPixelShape(1, request.num_frames, request.height // 2, request.width // 2, request.frame_rate)
+    half = _pixels(request, 2)
     return ltx2_sigmas(request.num_inference_steps, tokens=components.geometry.video(half).token_count())
 
 
@@ -153,7 +160,7 @@ def _input_audio_latent(components: Components, request: Request) -> np.ndarray:
         raise ValueError("The a2vid flow needs the audio VAE encoder (components.encode_audio).")
     audio = request.audio
     latent = np.asarray(components.encode_audio(audio.waveform, audio.sample_rate))
-    shape = VideoPixelShape(1, request.num_frames, request.height, request.width, request.frame_rate)
+    shape = _pixels(request)
     frames = components.geometry.audio(shape).frames
     if latent.shape[2] < frames:
         raise ValueError(
@@ -175,7 +182,7 @@ def _retake(components: Components, request: Request, key: jax.Array) -> tuple[j
     video = components.encode_video(span.video, request.height, request.width, request.num_frames)
     audio, audio_conditionings = None, []
     if request.audio is not None:
-        shape = VideoPixelShape(1, request.num_frames, request.height, request.width, request.frame_rate)
+        shape = _pixels(request)
         encoded = np.asarray(components.encode_audio(request.audio.waveform, request.audio.sample_rate))
         audio = _fitted(encoded, components.geometry.audio(shape).frames)
         audio_conditionings = [functools.partial(regenerate_time_span, **_span(span.window("audio")))]
@@ -229,9 +236,7 @@ def _stage(
     audio_conditionings: Sequence[Conditioning] = (),
     conditionings: Sequence[Conditioning] = (),
 ) -> tuple[jax.Array | None, jax.Array | None]:
-    shape = VideoPixelShape(
-        1, request.num_frames, request.height // downscale, request.width // downscale, request.frame_rate
-    )
+    shape = _pixels(request, downscale)
     return denoise_audio_video(
         components.transformer,
         shape,
