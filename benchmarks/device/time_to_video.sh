@@ -10,8 +10,8 @@
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
 #   reference2 ltx-pipelines again: its second run on a machine was 10.7 s faster than its first (2026-12-03)
-#   coldbefore the cold run of the tree before a change: git archive REV ltx_jax scripts benchmarks/bench_generate.py
-#              | tar -x -C .trees/before (carried)
+#   coldbefore, warmbefore   the cold and warm runs of the tree before a change (its own compilation cache):
+#              git archive REV ltx_jax scripts benchmarks/bench_generate.py | tar -x -C .trees/before (carried)
 #   fp8cold, fp8warm   two-stage 1024x1536x121 with --quantization fp8-cast, cold and warm (its own cache)
 #   distilled  the distilled flow at 768x512x121 (sglang's published size), the same three runs (the synthetic
 #              checkpoint stands in for the distilled one: the same tensors)
@@ -63,12 +63,15 @@ for run in cold warm reference reference2; do
     mv "$OUT/$run/two-stage-${run%2}.log" "$OUT/two-stage-$run.log"
     rm -rf "${OUT:?}/$run"
 done
-if [[ " $PARTS " == *" coldbefore "* ]]; then  # the tree before a change (.trees/before, carried), cold
+for run in coldbefore warmbefore; do  # the tree before a change (.trees/before, carried), its own cache
+    [[ " $PARTS " == *" $run "* ]] || continue
+    mkdir -p "$OUT/$run"  # its own folder: its log has the name of the cold and warm runs' logs
     PYTHONPATH=/tmp/site:$PWD/.trees/before timeout 560 python3 .trees/before/benchmarks/bench_generate.py \
-        "$DATA/manifest.json" --flow two-stage --runs cold --cache-dir /tmp/compile_cache_before --out-dir "$OUT" 2>&1 \
-        | tee "$OUT/generate-coldbefore.txt"
-    rm -f "$OUT"/*.mp4
-fi
+        "$DATA/manifest.json" --flow two-stage --runs "${run%before}" --cache-dir /tmp/compile_cache_before \
+        --out-dir "$OUT/$run" 2>&1 | tee "$OUT/generate-$run.txt"
+    mv "$OUT/$run/two-stage-${run%before}.log" "$OUT/two-stage-$run.log"
+    rm -rf "${OUT:?}/$run"
+done
 for run in fp8cold fp8warm; do
     [[ " $PARTS " == *" $run "* ]] || continue
     PYTHONPATH=/tmp/site:$PWD timeout 560 python3 benchmarks/bench_generate.py "$DATA/manifest.json" --flow two-stage \
