@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 import ltx_jax
 from ltx_jax.convert.dit_tensors import Lora
 from ltx_jax.convert.lora import load_lora
+from ltx_jax.convert.safetensors_file import SafetensorsFile
 from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys
 from ltx_jax.model.lora import combined, fused_kernel, with_lora
 from ltx_jax.parallel import SequenceParallel, make_mesh
@@ -108,6 +109,34 @@ def write_lora(path, base: dict, targets: list[str], rank: int = 4, seed: int = 
         lora[f"{module}.lora_A.weight"] = torch.randn(rank, in_features, generator=generator).bfloat16()
         lora[f"{module}.lora_B.weight"] = torch.randn(out_features, rank, generator=generator).bfloat16()
     save_file(lora, str(path))
+
+
+def test_lora_loads_its_factors_exactly_and_refuses_a_misfit_from_the_header(tmp_path, reference, capfd, monkeypatch):
+    """The factors on the devices are the file's, bit for bit, with a progress bar; a factor of the wrong
+    shape fails naming the module before any tensor is read."""
+    base = {k: v.to(torch.bfloat16) for k, v in reference.state_dict().items()}
+    targets = ["transformer_blocks.0.attn1.to_q.weight", "transformer_blocks.1.ff.net.2.weight"]
+    lora = Lora(str(tmp_path / "lora.safetensors"), 1.0)
+    write_lora(lora.path, base, targets)
+    model = nnx.eval_shape(lambda: ltx_jax.LTXModel(CFG, rngs=nnx.Rngs(0)))
+    factors = load_lora(model, lora).factors
+    stored = load_file(lora.path)
+    for key in targets:
+        module = f"diffusion_model.{key.removesuffix('.weight')}"
+        ours = factors[expected_keys(model)[key][0]]
+        for factor, part in zip(ours, "AB", strict=True):
+            assert np.array_equal(
+                np.asarray(factor, np.float32), stored[f"{module}.lora_{part}.weight"].float().numpy()
+            )
+    assert "loading lora.safetensors: 100%" in capfd.readouterr().err
+    stored["diffusion_model.transformer_blocks.0.attn1.to_q.lora_A.weight"] = torch.zeros(4, 3, dtype=torch.bfloat16)
+    save_file(stored, str(tmp_path / "wrong.safetensors"))
+    monkeypatch.setattr(
+        SafetensorsFile, "read", lambda *_: pytest.fail("a tensor was read before the shapes were checked")
+    )
+    wrong = r"does not fit this DiT: transformer_blocks\.0\.attn1\.to_q\.weight: A \(4, 3\)"
+    with pytest.raises(ValueError, match=wrong):
+        load_lora(model, Lora(str(tmp_path / "wrong.safetensors"), 1.0))
 
 
 @pytest.mark.parametrize("shard_weights", [False, True])
