@@ -3,11 +3,12 @@ process, the page cache warm (every file is read once before the first timed loa
 
     python scripts/make_synthetic_checkpoint.py /tmp/synth --layers 12 --gemma-layers 1
     python benchmarks/bench_load.py /tmp/synth/ltx-2.3-22b-dev.safetensors [--trees .trees/base .] [--repeats 2] \
-        [--load-threads 8 16 32]
+        [--load-threads 8 16 32] [--lora /tmp/synth/ltx-2.3-22b-distilled-lora-384.safetensors]
 
 `--trees` names directories that each hold an `ltx_jax` package (e.g. `git archive REV ltx_jax`), timed
 one after another in the same run: a loader before and after a change. Each line: seconds and GB/s of
-the DiT's bytes (the file's other components are not loaded by either).
+the DiT's bytes (the file's other components are not loaded by either). `--lora` adds rows for ltx-jax's
+`load_lora` of that file (its factors, unfused, for the checkpoint's DiT), per tree, after the DiT's.
 """
 
 import argparse
@@ -31,6 +32,21 @@ seconds = time.perf_counter() - start
 print("RESULT", seconds, sum(x.nbytes for x in leaves))
 """
 
+LORA_CHILD = """
+import sys, time
+import jax
+from flax import nnx
+import ltx_jax
+from ltx_jax.convert.dit_tensors import Lora, checkpoint_config
+from ltx_jax.convert.lora import load_lora
+from ltx_jax.convert.safetensors_file import SafetensorsFile
+cfg, _ = checkpoint_config(SafetensorsFile(sys.argv[1]), None)
+model = nnx.eval_shape(lambda: ltx_jax.LTXModel(cfg, rngs=nnx.Rngs(0)))
+start = time.perf_counter()
+factors = jax.block_until_ready(jax.tree.leaves(load_lora(model, Lora(sys.argv[3], 1.0)).factors))
+print("RESULT", time.perf_counter() - start, sum(x.nbytes for x in factors))
+"""
+
 TORCH_CHILD = """
 import sys, time
 import torch
@@ -45,13 +61,13 @@ print("RESULT", seconds, sum(p.numel() * p.element_size() for p in model.state_d
 """
 
 
-def timed(code: str, path: str, pythonpath: str | None, threads: str) -> tuple[float, int]:
+def timed(code: str, path: str, pythonpath: str | None, threads: str, *extra: str) -> tuple[float, int]:
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH", "")]))
     # `python -c` puts its working directory first on sys.path: run in the tree, so its ltx_jax is the one imported
     result = subprocess.run(
-        [sys.executable, "-c", code, os.path.abspath(path), str(threads)],
+        [sys.executable, "-c", code, os.path.abspath(path), str(threads), *extra],
         capture_output=True,
         text=True,
         env=env,
@@ -77,21 +93,28 @@ def main() -> None:
         default=["default"],
         help="ltx-jax's tensors in flight, one row each (default: the tree's own placement.LOAD_THREADS)",
     )
+    parser.add_argument("--lora", help="a LoRA .safetensors for the checkpoint's DiT: time load_lora too")
     args = parser.parse_args()
-    start = time.perf_counter()
-    with open(args.checkpoint, "rb") as f:  # warm the page cache
-        while f.read(1 << 26):
-            pass
-    print(f"read {os.path.getsize(args.checkpoint) / 1e9:.1f} GB once in {time.perf_counter() - start:.1f} s")
+    for path in filter(None, [args.checkpoint, args.lora]):
+        start = time.perf_counter()
+        with open(path, "rb") as f:  # warm the page cache
+            while f.read(1 << 26):
+                pass
+        print(f"read {os.path.getsize(path) / 1e9:.1f} GB once in {time.perf_counter() - start:.1f} s")
     rows = [] if args.no_torch else [("ltx-core SingleGPUModelBuilder", TORCH_CHILD, None, "default")]
     for tree in args.trees:
         for threads in args.load_threads:
             rows.append(
                 (f"ltx-jax load_checkpoint ({tree}, {threads} in flight)", JAX_CHILD, os.path.abspath(tree), threads)
             )
-    for label, code, pythonpath, threads in rows:
+    if args.lora:
+        lora = os.path.abspath(args.lora)
+        rows += [
+            (f"ltx-jax load_lora ({tree})", LORA_CHILD, os.path.abspath(tree), "default", lora) for tree in args.trees
+        ]
+    for label, code, pythonpath, threads, *extra in rows:
         for _ in range(args.repeats):
-            seconds, size = timed(code, args.checkpoint, pythonpath, threads)
+            seconds, size = timed(code, args.checkpoint, pythonpath, threads, *extra)
             print(f"{label}: {seconds:.1f} s, {size / 1e9:.2f} GB, {size / 1e9 / seconds:.2f} GB/s")
 
 

@@ -7,6 +7,7 @@
 #   load       benchmarks/bench_load.py: ltx-core's SingleGPUModelBuilder and load_checkpoint after, twice each
 #   loadsweep  load_checkpoint with 8, 16 and 32 tensors in flight (placement.LOAD_THREADS), once each
 #   loadbase   load_checkpoint before this work (.trees/base), once
+#   loadlora   load_checkpoint and load_lora (the distilled LoRA) of .trees/before and of this tree, twice each
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
 #   reference2 ltx-pipelines again: its second run on a machine was 10.7 s faster than its first (2026-12-03)
@@ -53,6 +54,10 @@ fi
 if [[ " $PARTS " == *" loadbase "* ]]; then  # the loader before this work, once
     timeout 140 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/base --repeats 1 --no-torch 2>&1 \
         | tee -a "$OUT/load.txt"
+fi
+if [[ " $PARTS " == *" loadlora "* ]]; then
+    timeout 300 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/before . --repeats 2 --no-torch \
+        --lora "$DATA/ltx-2.3-22b-distilled-lora-384.safetensors" 2>&1 | tee "$OUT/loadlora.txt"
 fi
 for run in cold warm reference reference2; do
     [[ " $PARTS " == *" $run "* ]] || continue
