@@ -14,7 +14,8 @@ from ltx_jax.model.attention import AttentionOps
 from ltx_jax.model.attention_backends import AttentionFn
 from ltx_jax.model.modality import Modality
 from ltx_jax.model.model import DIT_COMPILER_OPTIONS, LTXModel, to_denoised
-from ltx_jax.pipeline.ltx_pipeline import GeneratedVideo, LTXPipeline
+from ltx_jax.pipeline.generated_video import GeneratedVideo
+from ltx_jax.pipeline.ltx_pipeline import LTXPipeline
 
 __all__ = [
     "AttentionFn",

@@ -1,10 +1,12 @@
-"""`ltx_jax.pipeline.decoders`: frames converted to uint8 on the device exactly as on the host."""
+"""`ltx_jax.pipeline.decoders`: frames converted to uint8 on the device exactly as on the host; the mp4
+written chunk by chunk as the frames are decoded."""
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from ltx_jax.pipeline.decoders import frames_uint8
-from ltx_jax.pipeline.media_io import video_to_uint8
+from ltx_jax.pipeline.media_io import Mp4Writer, video_to_uint8, write_mp4, write_mp4_chunks
 
 
 def test_frames_uint8_on_the_device_equals_the_host_conversion():
@@ -17,3 +19,37 @@ def test_frames_uint8_on_the_device_equals_the_host_conversion():
     np.testing.assert_array_equal(np.asarray(frames_uint8(jnp.asarray(video))), video_to_uint8(video[0]))
     bf16 = jnp.asarray(video, jnp.bfloat16)  # the DiT's dtype: converted to float32 first on both sides
     np.testing.assert_array_equal(np.asarray(frames_uint8(bf16)), video_to_uint8(np.asarray(bf16, np.float32)[0]))
+
+
+def test_an_mp4_written_in_chunks_is_the_mp4_written_whole(tmp_path):
+    """Same encoder, same frames: byte for byte the same file, whether the frames come at once or in
+    chunks (device arrays among them, an empty one too); the frames and audio come back as numpy."""
+    frames = np.random.default_rng(0).integers(0, 256, (11, 32, 48, 3), dtype=np.uint8)
+    audio = np.sin(np.linspace(0, 600, 2 * 11_000, dtype=np.float32)).reshape(2, -1) * 0.5
+    tags = {"comment": "a red fox"}
+    write_mp4(tmp_path / "whole.mp4", frames, 24.0, audio, 24000, metadata=tags)
+    chunks = [frames[:0], jnp.asarray(frames[:4]), frames[4:]]
+    joined, returned_audio = write_mp4_chunks(tmp_path / "chunks.mp4", chunks, 24.0, audio, 24000, metadata=tags)
+    assert (tmp_path / "chunks.mp4").read_bytes() == (tmp_path / "whole.mp4").read_bytes()
+    np.testing.assert_array_equal(joined, frames)
+    np.testing.assert_array_equal(returned_audio, audio)
+
+
+def test_an_mp4_writer_names_a_misfit_and_leaves_nothing_after_an_error(tmp_path):
+    frames = np.zeros((3, 32, 48, 3), np.uint8)
+    with Mp4Writer(tmp_path / "kept.mp4", 24.0, 32, 48) as mp4:
+        mp4.write_frames(frames)
+        with pytest.raises(ValueError, match=r"frames must be \(n, 32, 48, 3\) uint8, got \(3, 32, 40, 3\)"):
+            mp4.write_frames(frames[:, :, :40])
+        with pytest.raises(ValueError, match="no audio track: give sample_rate="):
+            mp4.write_audio(np.zeros(100, np.float32))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.mp4"]  # the errors were handled in the block
+
+    def stopped_while_writing():
+        with Mp4Writer(tmp_path / "stopped.mp4", 24.0, 32, 48) as mp4:
+            mp4.write_frames(frames)
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        stopped_while_writing()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.mp4"]

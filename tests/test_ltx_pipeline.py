@@ -50,8 +50,9 @@ def test_generates_many_without_compiling_again(pipe, tmp_path):
     decoders = {"jit(decode_video)", "jit(decode_audio)", "jit(frames_uint8)"}
     assert not threads.on_main_thread() & decoders
     assert {"jit(decode_video)", "jit(decode_audio)"} <= threads.ahead() <= decoders
+    streamed = tmp_path / "streamed.mp4"  # written while decoding
     with CompileCounter() as compiles:
-        again = pipe("a red fox", seed=3, **SMALL)
+        again = pipe("a red fox", seed=3, output_path=streamed, **SMALL)
         other_seed = pipe("a red fox", seed=4, **SMALL)
         other_prompt = pipe("a grey wolf", seed=3, **SMALL)
     assert compiles.count == 0
@@ -72,8 +73,11 @@ def test_generates_many_without_compiling_again(pipe, tmp_path):
     assert set(first.timings) == {"prompt_encoding", "denoising", "video_decoding", "audio_decoding"}
     assert first.forwards[12].forwards == 2  # 2 steps at 2 x 2 x 3 latents, all guidance passes batched
 
+    assert set(again.timings) == {"prompt_encoding", "denoising", "decoding_and_mp4_writing"}
+
     path = tmp_path / "fox.mp4"
     first.save(path)
+    assert path.read_bytes() == streamed.read_bytes()
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
         assert sum(1 for _ in container.decode(video=0)) == 9
@@ -117,6 +121,8 @@ def unused(*_, **__):
         ({"prompt": ""}, ValueError, "prompt must be a non-empty string"),
         ({"prompt": PromptEmbeddings(np.zeros((1, 4, 3)), None)}, ValueError, r"prompt.video must be a \(1, S, 64\)"),
         ({"negative_prompt": PromptEmbeddings(None, None)}, TypeError, "negative_prompt must be text"),
+        ({"output_path": ROOT}, IsADirectoryError, "is a directory; give the mp4's file name"),
+        ({"output_path": ROOT / "no-such-folder" / "x.mp4"}, FileNotFoundError, "no-such-folder' does not exist"),
     ],
 )
 def test_bad_arguments_raise_before_device_work(pipe, monkeypatch, kwargs, error, message):
@@ -202,3 +208,10 @@ def test_prompts_encoded_ahead_then_the_text_encoder_released(pipe):
     np.testing.assert_array_equal(pipe.generate(context, settings, negative_prompt=negative).video, from_text.video)
     with pytest.raises(ValueError, match="release_text_encoder"):
         pipe("a red fox", **SMALL)
+
+
+def test_a_prompt_enhanced_twice_is_refused_before_device_work(pipe, monkeypatch):
+    monkeypatch.setattr(pipe, "_components", None)
+    settings = GenerationSettings(enhance_prompt=True, **SMALL)
+    with pytest.raises(ValueError, match="enhanced_prompt is the text of a prompt enhanced ahead"):
+        pipe.generate("a fox", settings, enhanced_prompt="a fox, enhanced")

@@ -376,3 +376,32 @@ def test_vae_memory_benchmark_code_path_on_cpu():
     assert len(tiles) == 18
     with pytest.raises(argparse.ArgumentTypeError, match=r"frames 1 \+ 8k"):
         bench.parse_pixels("64x64x10")
+
+
+def test_video_decoding_streams_chunks_that_join_into_the_tiled_video():
+    """`VideoDecoding.chunks`: one uint8 chunk per temporal group, of the lengths `tiled_chunk_frames` gives
+    and `compile_ahead` compiled for (nothing compiles when decoding), joined equal to the whole tiled decode."""
+    from ltx_jax.model.video_vae.conv_video_decoder import _decode_tile
+    from ltx_jax.pipeline.decoders import VideoDecoding, frames_uint8
+
+    _, ours = twins(vae_config(**LTX2_DECODER), "decoder")
+    latent = jnp.asarray(random((1, 8, 4, 2, 3)))  # a shape no other test uses; three temporal groups
+    tiling, devices = our_tiling(latent.shape), jax.devices()[:2]
+    decoding = VideoDecoding(ours, devices, tiling)
+    decoding.compile_ahead(latent.shape, latent.dtype)
+    compiled = []
+
+    def record(event, duration, fun_name="", **kwargs):
+        compiled.append(fun_name)
+
+    jax.monitoring.register_event_duration_secs_listener(record)
+    try:
+        chunks = decoding.chunks(latent, seed=5)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(record)
+    assert {f"jit({_decode_tile.__name__})", f"jit({frames_uint8.__name__})"}.isdisjoint(compiled)
+    assert [chunk.shape[0] for chunk in chunks] == ours.tiled_chunk_frames(latent.shape, tiling) == [0, 8, 17]
+    whole = decode_video(ours, latent, tiling, key=jax.random.key(5), devices=devices)
+    expected = np.asarray(frames_uint8(whole))
+    np.testing.assert_array_equal(np.concatenate([np.asarray(chunk) for chunk in chunks]), expected)
+    np.testing.assert_array_equal(decoding(latent, 5), expected)

@@ -6,8 +6,9 @@
 """
 
 from ltx_jax.pipeline.denoisers import GuidedDenoiser
+from ltx_jax.pipeline.generated_video import GeneratedVideo
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
-from ltx_jax.pipeline.ltx_pipeline import ForwardStats, GeneratedVideo, LTXPipeline, RuntimeOptions
+from ltx_jax.pipeline.ltx_pipeline import ForwardStats, LTXPipeline, RuntimeOptions
 from ltx_jax.pipeline.media_io import video_to_uint8, write_mp4
 from ltx_jax.pipeline.model_ledger import CheckpointFiles
 from ltx_jax.pipeline.pipelines import generate

@@ -45,34 +45,54 @@ def frames_uint8(video: jax.Array) -> jax.Array:
 
 
 class VideoDecoding:
-    """`(latent, seed)` -> `(F, H, W, 3)` uint8 frames. With `devices`, the latent is decoded in the
-    reference's tiles (768 px overlapping by 64, 80 frames overlapping by 24) spread over them; without,
-    in one pass on the first local device."""
+    """`(latent, seed)` -> `(F, H, W, 3)` uint8 frames. With `devices`, the latent is decoded in
+    `tiling`'s tiles (the reference's by default: 768 px overlapping by 64, 80 frames overlapping by 24)
+    spread over them; without, in one pass on the first local device."""
 
-    def __init__(self, decoder: video_vae.VideoDecoder, devices: list[jax.Device] | None = None) -> None:
+    def __init__(
+        self,
+        decoder: video_vae.VideoDecoder,
+        devices: list[jax.Device] | None = None,
+        tiling: video_vae.TileSizeConfig | None = None,
+    ) -> None:
         self.decoder, self.devices = decoder, devices
+        self.tiling = tiling or video_vae.TileSizeConfig.default()
         self.device = devices[0] if devices else jax.local_devices()[0]
         self._placed = jax.sharding.SingleDeviceSharding(self.device)
         self._whole = JittedModule(decoder, lambda m, latent, key: m(latent, key=key), "decode_video")
 
     def __call__(self, latent: jax.Array, seed: int) -> np.ndarray:
+        chunks = [np.asarray(chunk) for chunk in self.chunks(latent, seed)]
+        return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+
+    def chunks(self, latent: jax.Array, seed: int) -> list[jax.Array]:
+        """The frames as `(n, H, W, 3)` uint8 arrays on the device, in order: one per temporal group of
+        tiles (one in all without `devices`), every one dispatched and already being copied to the host,
+        so that the first can be encoded while the device decodes the next."""
         latent, key = jax.device_put((latent, jax.random.key(seed)), self.device)
         if self.devices is None:
-            return np.asarray(frames_uint8(self._whole(latent, key)))
-        tiling = video_vae.TileSizeConfig.default()
-        video = video_vae.decode_video(self.decoder, latent, tiling, key=key, devices=self.devices)
-        return np.asarray(frames_uint8(video))
+            videos = [self._whole(latent, key)]
+        else:
+            videos = self.decoder.tiled_decode(latent, self.tiling, key=key, devices=self.devices)
+        frames = [frames_uint8(video) for video in videos]
+        for chunk in frames:
+            chunk.copy_to_host_async()
+        return frames
 
     def compile_ahead(self, shape: tuple[int, ...], dtype: jnp.dtype) -> None:
         """Compiles what decoding a `shape` latent of `dtype` runs, without running it."""
         latent = jax.ShapeDtypeStruct(shape, dtype, sharding=self._placed)
         key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=self._placed)
+        video = self._whole.shape(latent, key)  # a chunk is a slice of it along time, in the latent's dtype
         if self.devices is None:
             self._whole.compile(latent, key)
+            chunks = {(video.shape[2], video.dtype)}
         else:
-            self.decoder.compile_tiles(latent, video_vae.TileSizeConfig.default(), self.devices)
-        video = self._whole.shape(latent, key)  # the tiles' concatenation has the shape of one pass
-        frames_uint8.lower(jax.ShapeDtypeStruct(video.shape, video.dtype, sharding=self._placed)).compile()
+            self.decoder.compile_tiles(latent, self.tiling, self.devices)
+            chunks = {(frames, dtype) for frames in self.decoder.tiled_chunk_frames(shape, self.tiling)}
+        for frames, chunk_dtype in chunks:
+            chunk = (*video.shape[:2], frames, *video.shape[3:])
+            frames_uint8.lower(jax.ShapeDtypeStruct(chunk, chunk_dtype, sharding=self._placed)).compile()
 
 
 class AudioDecoding:
@@ -91,8 +111,11 @@ class AudioDecoding:
         )
 
     def __call__(self, latent: jax.Array) -> tuple[np.ndarray, int]:
-        waveform = self._decode(jax.device_put(latent[:1].astype(jnp.float32), self.device))
-        return np.asarray(waveform, np.float32), self.sample_rate
+        return np.asarray(self.waveform(latent), np.float32), self.sample_rate
+
+    def waveform(self, latent: jax.Array) -> jax.Array:
+        """The `(2, samples)` waveform on the device, dispatched and not waited for."""
+        return self._decode(jax.device_put(latent[:1].astype(jnp.float32), self.device))
 
     def compile_ahead(self, shape: tuple[int, ...]) -> None:
         """Compiles decoding a `shape` latent, without running it."""

@@ -28,10 +28,12 @@ from ltx_jax.pipeline.audio_files import audio_channels, read_audio
 from ltx_jax.pipeline.components import PipelineModels
 from ltx_jax.pipeline.decoders import BackgroundCompiler, compile_after_stage_1
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
-from ltx_jax.pipeline.media_io import enhanced_prompt_metadata, write_mp4
+from ltx_jax.pipeline.generated_video import GeneratedVideo
+from ltx_jax.pipeline.media_io import check_output_path, enhanced_prompt_metadata, write_mp4_chunks
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_models
 from ltx_jax.pipeline.pipelines import generate
-from ltx_jax.pipeline.prompts import enhanced_prompt, prompt_contexts
+from ltx_jax.pipeline.prompts import enhanced_prompt as gemma_enhanced_prompt
+from ltx_jax.pipeline.prompts import prompt_contexts
 from ltx_jax.pipeline.requests import (
     AudioInput,
     Flow,
@@ -77,54 +79,6 @@ class RuntimeOptions:
                 "Use backend='all_to_all'."
             )
         check_layout(cfg, mesh, self.strategy, self.backend)
-
-
-@dataclasses.dataclass(frozen=True)
-class GeneratedVideo:
-    """One generation's result.
-
-    Attributes:
-        video: `(F, H, W, 3)` uint8 frames; None on processes other than 0 (only process 0 decodes).
-        audio: `(samples, channels)` float32 waveform in [-1, 1]; None without audio or off process 0.
-        frame_rate: frames per second.
-        sample_rate: audio samples per second (0 without audio).
-        video_latent, audio_latent: the final latents `(1, C, F, H, W)` and `(1, C, T, M)`.
-        settings: every argument the generation used, defaults filled in.
-        timings: wall seconds per phase ("prompt_encoding", "denoising", "video_decoding", "audio_decoding";
-            two-stage flows also "stage_1_denoising", "upsampling" and "stage_2_denoising", within "denoising";
-            a2vid "audio_encoding" there too, and no "audio_decoding": its audio is the input's).
-        peak_memory: per phase, the largest device-memory peak (bytes, over this process's devices,
-            since the process started) when the phase ended; the phase where it grows holds the peak.
-            Empty where the backend does not report memory (CPU).
-        forwards: per video token count (None: audio only), the DiT forwards and their median time.
-        enhanced_prompt: the prompt Gemma 3 wrote and the video was generated from (`enhance_prompt`);
-            None without enhancement. `save` stores it in the mp4's metadata.
-    """
-
-    video: np.ndarray | None
-    audio: np.ndarray | None
-    frame_rate: float
-    sample_rate: int
-    video_latent: jax.Array | None
-    audio_latent: jax.Array | None
-    settings: GenerationSettings
-    timings: dict[str, float]
-    forwards: dict[int | None, ForwardStats]
-    peak_memory: dict[str, int] = dataclasses.field(default_factory=dict)
-    enhanced_prompt: str | None = None
-
-    def save(self, path: PathLike) -> None:
-        """Writes an mp4 (H.264 + AAC) to `path`; the file appears only when complete. An enhanced
-        prompt is stored in its metadata ("enhanced_prompt", and "comment" for players)."""
-        if self.video is None:
-            raise ValueError(
-                f"This process ({jax.process_index()}) holds no frames: only process 0 decodes; save from it."
-            )
-        if os.path.isdir(path):
-            raise IsADirectoryError(f"save: {os.fspath(path)!r} is a directory; give the mp4's file name.")
-        audio = None if self.audio is None else self.audio.T
-        metadata = {} if self.enhanced_prompt is None else enhanced_prompt_metadata(self.enhanced_prompt)
-        write_mp4(path, self.video, self.frame_rate, audio, self.sample_rate, metadata=metadata)
 
 
 class LTXPipeline:
@@ -252,18 +206,20 @@ class LTXPipeline:
         audio_max_duration: float | None = None,
         retake: RetakeSpan | None = None,
         enhance_prompt: bool = False,
+        output_path: PathLike | None = None,
     ) -> GeneratedVideo:
         """Generates one video; None takes `self.defaults` (see `GenerationSettings` for each argument).
 
         `prompt` is text (encoded by the pipeline's Gemma) or `PromptEmbeddings`; `negative_prompt`
         likewise (None: the reference's default negative prompt, used where a cfg scale is not 1).
+        `output_path`: an mp4 written while the video decodes (see `generate`).
         """
         settings = GenerationSettings(
             height, width, num_frames, frame_rate, num_inference_steps, seed, tuple(images), guidance,
             tuple(reference_videos), skip_stage_2, reference_attention_strength, attention_mask_video, audio_path,
             audio_start_time, audio_max_duration, retake, enhance_prompt,
         )  # fmt: skip
-        return self.generate(prompt, settings, negative_prompt=negative_prompt)
+        return self.generate(prompt, settings, negative_prompt=negative_prompt, output_path=output_path)
 
     def generate(
         self,
@@ -271,12 +227,29 @@ class LTXPipeline:
         settings: GenerationSettings | None = None,
         *,
         negative_prompt: str | PromptEmbeddings | None = None,
+        output_path: PathLike | None = None,
+        enhanced_prompt: str | None = None,
     ) -> GeneratedVideo:
-        """`__call__` with the arguments as one `GenerationSettings` (None: every default)."""
+        """`__call__` with the arguments as one `GenerationSettings` (None: every default).
+
+        `enhanced_prompt`: the text of a prompt enhanced ahead (`enhance`, then `encode`), for the
+        result and the mp4's metadata; with `settings.enhance_prompt` the pipeline enhances it itself.
+
+        With `output_path`, process 0 also writes the mp4 there (as `GeneratedVideo.save` would), encoding
+        each temporal chunk of frames while the device decodes the next, as ltx-pipelines interleaves them;
+        the timings then hold "decoding_and_mp4_writing" (video and audio) instead of the decoding phases.
+        """
         settings = (settings or GenerationSettings()).resolve(self.defaults, self.flow)
+        if output_path is not None and jax.process_index() == 0:  # the process that writes it
+            check_output_path(output_path)
+        if settings.enhance_prompt and enhanced_prompt is not None:
+            raise ValueError(
+                "enhanced_prompt is the text of a prompt enhanced ahead; with enhance_prompt=True the pipeline "
+                "enhances the prompt itself: give one or the other."
+            )
         timings: dict[str, float] = {}
         peaks: dict[str, int] = {}
-        enhanced = None
+        enhanced = enhanced_prompt
         if settings.enhance_prompt:
             with timed_phase(timings, "prompt_enhancement", peaks):
                 enhanced = prompt = self.enhance(prompt, settings)
@@ -290,8 +263,11 @@ class LTXPipeline:
         compile_after_stage_1(
             self._compiler, self._components, self._decode_video, self._decode_audio, request, self.flow
         )
+        metadata = {} if enhanced is None else enhanced_prompt_metadata(enhanced)
         try:
-            latents, video, audio, sample_rate = self._denoise_and_decode(request, settings.seed, timings, peaks)
+            latents, video, audio, sample_rate = self._denoise_and_decode(
+                request, settings.seed, timings, peaks, (output_path, metadata)
+            )
         finally:  # after a stop or an error, what has not started compiling is not needed
             self._compiler.cancel()
         return GeneratedVideo(
@@ -327,26 +303,40 @@ class LTXPipeline:
         )
 
     def _denoise_and_decode(
-        self, request: Request, seed: int, timings: dict[str, float], peaks: dict[str, int]
+        self, request: Request, seed: int, timings: dict[str, float], peaks: dict[str, int], output: tuple
     ) -> tuple[tuple, np.ndarray | None, np.ndarray | None, int]:
         """`((video latent, audio latent), frames, (samples, 2) audio, sample rate)`; only process 0
-        decodes (the others computed the same latents, and return None for frames and audio)."""
+        decodes (the others computed the same latents, and return None for frames and audio), and writes
+        the mp4 where `output` (path, metadata) names one."""
         with timed_phase(timings, "denoising", peaks):
             video_latent, audio_latent = generate(self._components, request, self.flow, stages := {})
         timings.update(stages)  # within denoising
-        video = audio = None
-        sample_rate = 0
-        if jax.process_index() == 0:
-            with timed_phase(timings, "video_decoding", peaks):
+        latents, (path, metadata) = (video_latent, audio_latent), output
+        if jax.process_index() != 0:
+            return latents, None, None, 0
+        if path is not None:
+            with timed_phase(timings, "decoding_and_mp4_writing", peaks):
                 self._compiler.wait()
-                video = self._decode_video(video_latent, seed)
-            if self.flow == "a2vid":  # the input audio itself, as the reference returns it
-                audio, sample_rate = np.ascontiguousarray(request.audio.waveform.T), request.audio.sample_rate
-            elif audio_latent is not None:
-                with timed_phase(timings, "audio_decoding", peaks):
-                    waveform, sample_rate = self._decode_audio(audio_latent)
-                audio = np.ascontiguousarray(waveform.T)
-        return (video_latent, audio_latent), video, audio, sample_rate
+                chunks = self._decode_video.chunks(video_latent, seed)  # dispatched: the audio's queue after them
+                audio, rate = self._audio_track(request, audio_latent)
+                frames, audio = write_mp4_chunks(path, chunks, request.frame_rate, audio, rate, metadata=metadata)
+            return latents, frames, None if audio is None else np.ascontiguousarray(audio.T), rate
+        with timed_phase(timings, "video_decoding", peaks):
+            self._compiler.wait()
+            video = self._decode_video(video_latent, seed)
+        audio, rate = self._audio_track(request, audio_latent)
+        if audio is not None and self.flow != "a2vid":
+            with timed_phase(timings, "audio_decoding", peaks):
+                audio = np.asarray(audio, np.float32)
+        return latents, video, None if audio is None else np.ascontiguousarray(audio.T), rate
+
+    def _audio_track(self, request: Request, audio_latent: jax.Array | None) -> tuple[object, int]:
+        """The `(channels, samples)` waveform (a2vid's input; else decoding, dispatched) and its rate, or (None, 0)."""
+        if self.flow == "a2vid":  # the input audio itself, as the reference returns it
+            return request.audio.waveform, request.audio.sample_rate
+        if audio_latent is None:
+            return None, 0
+        return self._decode_audio.waveform(audio_latent), self._decode_audio.sample_rate
 
     def encode(
         self,
@@ -366,7 +356,7 @@ class LTXPipeline:
         """`prompt` rewritten by Gemma 3 as `enhance_prompt=True` does (ltx-pipelines' `--enhance-prompt`):
         shown the first of `settings.images` where there is one, seeded by `settings.seed`."""
         settings = (settings or GenerationSettings()).resolve(self.defaults, self.flow)
-        return enhanced_prompt(self._prompt_encoder, prompt, settings)
+        return gemma_enhanced_prompt(self._prompt_encoder, prompt, settings)
 
     def release_text_encoder(self) -> None:
         """Drops this pipeline's text encoder, so its weights are freed once nothing else holds them;

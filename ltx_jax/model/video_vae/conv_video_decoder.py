@@ -9,6 +9,7 @@ as temporal chunks.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -207,6 +208,12 @@ class VideoDecoder(nnx.Module):
             noise = jax.random.normal(key, latent.shape, self.param_dtype)
         tiles = tiling_config.tiles(tuple(latent.shape[2:]), self.video_downscale_factors)
         return _blend_temporal_groups(_TileDecoder(self, devices), latent, tiles, timestep, noise)
+
+    def tiled_chunk_frames(self, latent_shape: tuple[int, ...], tiling_config: TileSizeConfig) -> list[int]:
+        """How many frames each chunk `tiled_decode` yields for a latent of `latent_shape` holds, in order."""
+        tiles = tiling_config.tiles(tuple(latent_shape[2:]), self.video_downscale_factors)
+        spans = list(_temporal_groups(tiles))
+        return [b[0] - a[0] for a, b in itertools.pairwise(spans)] + [spans[-1][1] - spans[-1][0]]
 
     def compile_tiles(
         self, latent: jax.ShapeDtypeStruct, tiling_config: TileSizeConfig, devices: Sequence[jax.Device]
