@@ -40,14 +40,12 @@ def main() -> None:
     path = os.path.join(folder, "out.mp4")
     frames = decoding(latent, 0)  # warm-up; also the frames the encode-only run writes
     variants = {
-        "decode only": lambda: decoding(latent, 0),
         "encode only": lambda: write_mp4(path, frames, 24.0),
         "decode, then encode": lambda: write_mp4(path, decoding(latent, 0), 24.0),
         "interleaved": lambda: write_mp4_chunks(path, decoding.chunks(latent, 0), 24.0),
         f"interleaved, x264 on {fewer} threads": lambda: write_mp4_chunks(
             path, decoding.chunks(latent, 0), 24.0, threads=fewer
         ),
-        f"encode only, x264 on {fewer} threads": lambda: write_mp4_chunks(path, [frames], 24.0, threads=fewer),
     }
     print(f"{frames.shape[0]} frames {frames.shape[2]}x{frames.shape[1]}, chunks of",
           [c.shape[0] for c in decoding.chunks(latent, 0)], f"frames, {os.cpu_count()} cores")  # fmt: skip
