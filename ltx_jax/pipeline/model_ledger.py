@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_t
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import audio_vae, upsampler, video_vae
 from ltx_jax.model.lora import combined, with_lora
+from ltx_jax.model.model import LTXModel
 from ltx_jax.model.quantization import Quantization, check_quantization
 from ltx_jax.pipeline.components import (
     PipelineModels,
@@ -216,12 +218,17 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
         quantization=files.quantization,
     )  # fmt: skip
     ic_lora = flow == "ic-lora"  # its LoRAs (the IC-LoRA) run in stage 1 only; stage 2 is the plain DiT
-    model, _ = load(loras=() if ic_lora else files.loras)
+    with ThreadPoolExecutor(1, thread_name_prefix="ltx-jax-lora") as beside:
+        distilled = None
+        if flow in GUIDED_TWO_STAGE_FLOWS:  # read while the DiT loads (its bar shows the time): 2,688 small factors
+            abstract = LTXModel.abstract(files.dit_config(), dtype)
+            distilled = beside.submit(load_lora, abstract, files.distilled_lora, mesh=mesh, progress=False)
+        model, _ = load(loras=() if ic_lora else files.loras)
     stage_1, stage_2 = model, None
     if ic_lora:
         stage_1, stage_2 = _with_loras(model, files.loras, mesh), model
-    if flow in GUIDED_TWO_STAGE_FLOWS:  # the base weights shared, the distilled LoRA added block by block in stage 2
-        lora = load_lora(model, files.distilled_lora, mesh=mesh)
+    if distilled is not None:  # the base weights shared, the distilled LoRA added block by block in stage 2
+        lora = distilled.result()
         if flow == "two-stage-hq":  # both stages carry it, at their own strengths (one copy of the factors)
             stage_1 = with_lora(model, dataclasses.replace(lora, strength=files.distilled_lora_strength_stage_1))
             lora = dataclasses.replace(lora, strength=files.distilled_lora_strength_stage_2)
