@@ -364,7 +364,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out = pipe.generate(context, settings, negative_prompt=negative_context, enhanced_prompt=enhanced)
         if jax.process_index() == 0:  # only process 0 decodes and writes
             path.parent.mkdir(parents=True, exist_ok=True)
-            # after decoding: interleaved (generate's output_path) took 1.5-1.9 s longer on an H200 (call 26)
+            # after decoding: interleaved (generate's output_path) was not shown faster (docs/benchmarks.md)
             start = time.perf_counter()
             out.save(path)
             out.timings["mp4_writing"] = time.perf_counter() - start
