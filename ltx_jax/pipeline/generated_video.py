@@ -28,7 +28,8 @@ class GeneratedVideo:
         settings: every argument the generation used, defaults filled in.
         timings: wall seconds per phase ("prompt_encoding", "denoising", "video_decoding", "audio_decoding";
             two-stage flows also "stage_1_denoising", "upsampling" and "stage_2_denoising", within "denoising";
-            a2vid "audio_encoding" there too, and no "audio_decoding": its audio is the input's).
+            a2vid "audio_encoding" there too, and no "audio_decoding": its audio is the input's; with
+            `generate(..., output_path=)`, "decoding_and_mp4_writing" instead of the decoding phases).
         peak_memory: per phase, the largest device-memory peak (bytes, over this process's devices,
             since the process started) when the phase ended; the phase where it grows holds the peak.
             Empty where the backend does not report memory (CPU).
