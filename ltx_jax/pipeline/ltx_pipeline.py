@@ -235,7 +235,7 @@ class LTXPipeline:
         `enhanced_prompt`: the text of a prompt enhanced ahead (`enhance`, then `encode`), for the
         result and the mp4's metadata; with `settings.enhance_prompt` the pipeline enhances it itself.
 
-        With `output_path`, process 0 also writes the mp4 there (as `GeneratedVideo.save` would), encoding
+        With `output_path`, process 0 also writes the mp4 there (what `GeneratedVideo.save` writes), encoding
         each temporal chunk of frames while the device decodes the next, as ltx-pipelines interleaves them;
         the timings then hold "decoding_and_mp4_writing" (video and audio) instead of the decoding phases.
         """

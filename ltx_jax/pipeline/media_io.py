@@ -71,7 +71,8 @@ class Mp4Writer:
         self._video.height, self._video.width = self.size
         self._video.pix_fmt = "yuv420p"
         # x264 on frame threads, not PyAV's default slice threads: the same encoder settings, and 1.4x
-        # faster on 2 cores for a 1536x1024 video (the reference writes with slice threads)
+        # faster on 2 cores for a 1536x1024 video (the reference writes with slice threads). Its bytes can
+        # then change with the timing when the CPU is contended (the same frames, encoded slightly otherwise)
         self._video.thread_type = "AUTO"
         self._video.thread_count = self.threads  # 0: x264's own choice (1.5 per core)
         if self.sample_rate is not None:
