@@ -56,3 +56,14 @@ def test_an_mp4_writer_names_a_misfit_and_leaves_nothing_after_an_error(tmp_path
     with pytest.raises(KeyboardInterrupt):
         stopped_while_writing()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.mp4"]
+
+
+def test_save_names_a_folder_or_a_missing_folder_before_writing(tmp_path):
+    from ltx_jax.pipeline.generated_video import GeneratedVideo
+
+    out = GeneratedVideo(np.zeros((1, 32, 48, 3), np.uint8), None, 24.0, 0, None, None, None, {}, {})
+    with pytest.raises(IsADirectoryError, match="save: path .* is a directory; give the mp4's file name"):
+        out.save(tmp_path)
+    with pytest.raises(FileNotFoundError, match="the folder .*missing' does not exist; create it"):
+        out.save(tmp_path / "missing" / "out.mp4")
+    assert list(tmp_path.iterdir()) == []

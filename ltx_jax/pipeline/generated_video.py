@@ -57,7 +57,7 @@ class GeneratedVideo:
             raise ValueError(
                 f"This process ({jax.process_index()}) holds no frames: only process 0 decodes; save from it."
             )
-        check_output_path(path)
+        check_output_path(path, name="save: path")
         audio = None if self.audio is None else self.audio.T
         metadata = {} if self.enhanced_prompt is None else enhanced_prompt_metadata(self.enhanced_prompt)
         write_mp4(path, self.video, self.frame_rate, audio, self.sample_rate, metadata=metadata)

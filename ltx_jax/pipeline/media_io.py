@@ -116,13 +116,13 @@ class Mp4Writer:
                 os.remove(self._partial)
 
 
-def check_output_path(path: str | os.PathLike) -> None:
-    """Raises, before any work, where an mp4 cannot be written at `path`."""
+def check_output_path(path: str | os.PathLike, name: str = "output_path") -> None:
+    """Raises, before any work, where an mp4 cannot be written at `path` (the argument `name`)."""
     if os.path.isdir(path):
-        raise IsADirectoryError(f"output_path {os.fspath(path)!r} is a directory; give the mp4's file name.")
+        raise IsADirectoryError(f"{name} {os.fspath(path)!r} is a directory; give the mp4's file name.")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise FileNotFoundError(f"output_path {os.fspath(path)!r}: the folder {folder!r} does not exist; create it.")
+        raise FileNotFoundError(f"{name} {os.fspath(path)!r}: the folder {folder!r} does not exist; create it.")
 
 
 def write_mp4(
