@@ -28,7 +28,7 @@ from ltx_jax.convert.lora import load_lora
 from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors, parse_metadata_json
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import audio_vae, upsampler, video_vae
-from ltx_jax.model.lora import combined, with_lora
+from ltx_jax.model.lora import LoraWeights, combined, with_lora
 from ltx_jax.model.model import LTXModel
 from ltx_jax.model.quantization import Quantization, check_quantization
 from ltx_jax.pipeline.components import (
@@ -221,8 +221,7 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
     with ThreadPoolExecutor(1, thread_name_prefix="ltx-jax-lora") as beside:
         distilled = None
         if flow in GUIDED_TWO_STAGE_FLOWS:  # read while the DiT loads (its bar shows the time): 2,688 small factors
-            abstract = LTXModel.abstract(files.dit_config(), dtype)
-            distilled = beside.submit(load_lora, abstract, files.distilled_lora, mesh=mesh, progress=False)
+            distilled = beside.submit(_distilled_lora, files, dtype, mesh)
         model, _ = load(loras=() if ic_lora else files.loras)
     stage_1, stage_2 = model, None
     if ic_lora:
@@ -260,6 +259,12 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
         defaults=checkpoint_defaults(is_2_3, flow),
         description=f"{os.fspath(files.checkpoint_path)} (LTX-{'2.3' if is_2_3 else '2'}, {dtype.name})",
     )
+
+
+def _distilled_lora(files: CheckpointFiles, dtype: jnp.dtype, mesh: Mesh) -> LoraWeights:
+    """The distilled LoRA's factors for the DiT's shapes, without a bar (it loads beside the DiT, whose
+    bar shows the time); the DiT's abstract model is built here too, off the loading's main thread."""
+    return load_lora(LTXModel.abstract(files.dit_config(), dtype), files.distilled_lora, mesh=mesh, progress=False)
 
 
 def load_prompt_encoder(files: CheckpointFiles, mesh: Mesh) -> Any:  # noqa: ANN401 - a PromptEncoder
