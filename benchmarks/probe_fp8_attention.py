@@ -3,17 +3,16 @@ one, at the DiT's self-attention shapes on one GPU: time, and error against floa
 
     python benchmarks/probe_fp8_attention.py --tokens 6144 24576 --heads 32 --repeats 20
 
-fp8: q, k and v quantized to e4m3 with one scale each (448 / max |x|), the probabilities with 448
-(they lie in [0, 1]), the output with 448 / max |v| (an average of v's rows cannot exceed it), then
-dequantized to bf16. Reported per token count: the median time of bf16 attention, of the fp8 kernel
-alone, and of fp8 with its quantize and dequantize passes; and for the first `--check-heads` heads,
+fp8: q, k and v quantized to e4m3 with one scale each (`quantize_per_tensor`: max |x| / 448), the
+probabilities with 448 (they lie in [0, 1]), the output with v's scale (an average of v's rows cannot
+exceed max |v|), then dequantized to bf16. Reported per token count: the median time of bf16 attention,
+of the fp8 kernel alone, and of fp8 with its quantize and dequantize passes; and for the first `--check-heads` heads,
 the relative L2 and max relative error of each against float32 (XLA's attention in float32).
 """
 
 import argparse
 import json
 import os
-import time
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.9")
 
@@ -21,36 +20,35 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax._src.cudnn import fused_attention_stablehlo as cudnn_attention  # noqa: E402
+from probe_fp8_gemm import median_ms  # noqa: E402 - beside this script
 
-E4M3_MAX = 448.0
+from ltx_jax.model.quantization import FP8_MAX, quantize_per_tensor  # noqa: E402
 
 
 def quantize(x: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """`x` as e4m3 with one scale, and the descale (1 / scale) as cuDNN takes it, shape (1, 1, 1, 1)."""
-    scale = E4M3_MAX / jnp.maximum(jnp.max(jnp.abs(x.astype(jnp.float32))), 1e-12)
-    return (x.astype(jnp.float32) * scale).astype(jnp.float8_e4m3fn), jnp.reshape(1.0 / scale, (1, 1, 1, 1))
+    """`x` as e4m3 with one scale, and that scale (the descale cuDNN takes), shape (1, 1, 1, 1)."""
+    values, scale = quantize_per_tensor(x)
+    return values, jnp.reshape(scale, (1, 1, 1, 1))
 
 
-def fp8_kernel(q8, k8, v8, descale_q, descale_k, descale_v, amax_v):  # noqa: ANN001, ANN201
+def fp8_kernel(q8, descale_q, k8, descale_k, v8, descale_v):  # noqa: ANN001, ANN201
+    """cuDNN's fp8 attention; its e4m3 output has v's scale, returned with it."""
     one = jnp.ones((1, 1, 1, 1), jnp.float32)
-    scale_o = jnp.reshape(E4M3_MAX / amax_v, (1, 1, 1, 1))
     params = {
         "descale_q": descale_q, "descale_k": descale_k, "descale_v": descale_v,
-        "descale_s": one / E4M3_MAX, "scale_s": one * E4M3_MAX, "scale_o": scale_o,
+        "descale_s": one / FP8_MAX, "scale_s": one * FP8_MAX, "scale_o": 1.0 / descale_v,
         **{name: one for name in cudnn_attention.fp8_params_keys if name not in (
             "descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")},
     }  # fmt: skip
     out, _, _ = cudnn_attention.dot_product_attention(
         q8, k8, v8, fp8_params=params, scale=q8.shape[-1] ** -0.5, use_fp8=True, qkv_layout="BTNH"
     )
-    return out, 1.0 / scale_o
+    return out, descale_v
 
 
 @jax.jit
 def fp8_attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
-    (q8, dq), (k8, dk), (v8, dv) = quantize(q), quantize(k), quantize(v)
-    amax_v = jnp.max(jnp.abs(v.astype(jnp.float32)))
-    out, descale_o = fp8_kernel(q8, k8, v8, dq, dk, dv, amax_v)
+    out, descale_o = fp8_kernel(*quantize(q), *quantize(k), *quantize(v))
     return (out.astype(jnp.float32) * descale_o).astype(jnp.bfloat16)
 
 
@@ -62,16 +60,6 @@ def bf16_attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
 @jax.jit
 def f32_attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
     return jax.nn.dot_product_attention(q.astype(jnp.float32), k.astype(jnp.float32), v.astype(jnp.float32))
-
-
-def median_ms(fn, *args, repeats: int) -> float:  # noqa: ANN001, ANN002
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return float(np.median(times) * 1e3)
 
 
 def errors(out: jax.Array, expected: jax.Array) -> dict[str, float]:
@@ -100,9 +88,8 @@ def main() -> None:
         row["bf16_ms"] = median_ms(bf16_attention, q, k, v, repeats=args.repeats)
         row["fp8_with_quantization_ms"] = median_ms(fp8_attention, q, k, v, repeats=args.repeats)
         (q8, dq), (k8, dk), (v8, dv) = quantize(q), quantize(k), quantize(v)
-        amax_v = jnp.max(jnp.abs(v.astype(jnp.float32)))
         kernel = jax.jit(lambda *a: fp8_kernel(*a)[0])
-        row["fp8_kernel_ms"] = median_ms(kernel, q8, k8, v8, dq, dk, dv, amax_v, repeats=args.repeats)
+        row["fp8_kernel_ms"] = median_ms(kernel, q8, dq, k8, dk, v8, dv, repeats=args.repeats)
         flops = 4 * tokens * tokens * args.heads * args.head_dim
         row["bf16_tflops"] = flops / row["bf16_ms"] / 1e9
         row["fp8_kernel_tflops"] = flops / row["fp8_kernel_ms"] / 1e9
