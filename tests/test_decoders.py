@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ltx_jax.pipeline.decoders import frames_uint8
-from ltx_jax.pipeline.media_io import Mp4Writer, video_to_uint8, write_mp4_chunks
+from ltx_jax.pipeline.media_io import Mp4Writer, video_to_uint8, write_mp4, write_mp4_chunks
 
 
 def test_frames_uint8_on_the_device_equals_the_host_conversion():
@@ -55,6 +55,8 @@ def test_an_mp4_writer_names_a_misfit_and_leaves_nothing_after_an_error(tmp_path
 
     with pytest.raises(KeyboardInterrupt):
         stopped_while_writing()
+    with pytest.raises(ValueError, match="sample_rate must be positive when audio is given, got 0"):
+        write_mp4(tmp_path / "no_rate.mp4", frames, 24.0, np.zeros(100, np.float32), 0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.mp4"]
 
 

@@ -139,9 +139,7 @@ def write_mp4(
     frames = np.asarray(frames)
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
         raise ValueError(f"frames must be (F, H, W, 3) uint8, got {frames.shape} {frames.dtype}.")
-    if audio is not None and sample_rate <= 0:
-        raise ValueError(f"sample_rate must be positive when audio is given, got {sample_rate}.")
-    rate = None if audio is None else sample_rate
+    rate = None if audio is None else sample_rate  # Mp4Writer checks it
     with Mp4Writer(path, fps, frames.shape[1], frames.shape[2], sample_rate=rate, metadata=metadata) as mp4:
         mp4.write_frames(frames)
         if audio is not None:
