@@ -1,0 +1,153 @@
+"""Where a `scripts/generate.py` run's main thread spends its time: a sampled timeline (issue #20).
+
+    python benchmarks/generate_timeline.py TIMELINE.json -- --mesh 1 --pipeline two-stage ...   # generate.py's flags
+    python benchmarks/generate_timeline.py --report TIMELINE.json [--bucket 0.5]
+
+Runs generate.py in this process with a sampler thread beside it: every `--interval` seconds it records
+each thread's innermost frames (the deepest in ltx_jax or scripts, and the deepest of all) and its CPU
+seconds so far (Linux: /proc/self/task/TID/stat), and it records every XLA compilation JAX logs
+(`jax_log_compiles`) with its thread and duration. A thread whose CPU time does not advance while its
+stack stays in Python is waiting: for the GIL, a lock, or the device. `--report` prints the main
+thread's timeline in buckets (CPU share and where it was) and the compilations per thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import logging
+import os
+import re
+import runpy
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+COMPILED = re.compile(r"Finished XLA compilation of (.+) in ([0-9.e-]+) sec")
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_seconds(native_id: int) -> float | None:
+    try:
+        fields = Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+
+def _where(frame: object) -> tuple[str, str]:
+    """The deepest frame in this repository's code, and the deepest frame of all, as 'file:function'."""
+    deepest, ours = None, None
+    while frame is not None:
+        name = f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}"
+        deepest = deepest or name
+        if ours is None and _is_ours(frame.f_code.co_filename):
+            ours = name
+        frame = frame.f_back
+    return ours or "-", deepest or "-"
+
+
+def _is_ours(filename: str) -> bool:
+    return filename.startswith(str(REPO)) and "site-packages" not in filename and "/benchmarks/" not in filename
+
+
+class _CompileLog(logging.Handler):
+    def __init__(self, start: float, events: list) -> None:
+        super().__init__(logging.WARNING)
+        self.start, self.events = start, events
+
+    def emit(self, record: logging.LogRecord) -> None:
+        match = COMPILED.search(record.getMessage())
+        if match:
+            self.events.append((round(record.created - self.start, 3), record.threadName, match[1], float(match[2])))
+
+
+def record(out: Path, generate_args: list[str], interval: float) -> None:
+    start = time.time()
+    samples: list = []
+    compiles: list = []
+    logging.getLogger().addHandler(_CompileLog(start, compiles))
+    logging.getLogger().setLevel(logging.WARNING)
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(interval):
+            frames = sys._current_frames()  # noqa: SLF001 - the sampler's purpose
+            now = round(time.time() - start, 3)
+            for thread in threading.enumerate():
+                if thread is threading.current_thread() or thread.ident not in frames:
+                    continue
+                ours, deepest = _where(frames[thread.ident])
+                samples.append((now, thread.name, _cpu_seconds(thread.native_id), ours, deepest))
+
+    import jax
+
+    jax.config.update("jax_log_compiles", True)
+    sampler = threading.Thread(target=sample, name="timeline-sampler", daemon=True)
+    sampler.start()
+    sys.argv = ["generate.py", *generate_args]
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        runpy.run_path(str(REPO / "scripts" / "generate.py"), run_name="__main__")
+    except SystemExit as exit_:
+        if exit_.code not in (None, 0):
+            raise
+    finally:
+        stop.set()
+        sampler.join()
+        out.write_text(json.dumps({"interval": interval, "samples": samples, "compiles": compiles}))
+        print(f"timeline: {len(samples)} samples, {len(compiles)} compilations -> {out}", file=sys.stderr)
+
+
+def report(path: Path, bucket: float, thread: str) -> None:
+    data = json.loads(path.read_text())
+    rows = [s for s in data["samples"] if s[1] == thread]
+    # A sample stands for the time since the one before it: the sampler needs the GIL, so it samples
+    # less often while other threads hold it.
+    buckets: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+    cpu: dict[int, float] = {}
+    for previous, row in zip(rows, rows[1:], strict=False):
+        index = int(row[0] // bucket)
+        buckets[index][f"{row[3]} | {row[4]}"] += row[0] - previous[0]
+        if row[2] is not None:
+            cpu[index] = row[2]
+    print(f"{thread}: time (s), CPU share, where (deepest frame of ltx_jax or scripts | deepest frame): seconds")
+    previous_cpu = None
+    for index in sorted(buckets):
+        cpu_share = "  -  "
+        if previous_cpu is not None and index in cpu:
+            cpu_share = f"{min(1.0, (cpu[index] - previous_cpu) / bucket):4.0%}"
+        previous_cpu = cpu.get(index, previous_cpu)
+        where = "; ".join(f"{place} {seconds:.2f}" for place, seconds in buckets[index].most_common(2))
+        print(f"{index * bucket:7.1f} {cpu_share} {where}")
+    print("\ncompilations of 0.2 s or more (logged at, thread, program, seconds):")
+    totals: dict[str, list] = collections.defaultdict(list)
+    for at, name, program, seconds in data["compiles"]:
+        totals[name].append(seconds)
+        if seconds >= 0.2:
+            print(f"{at:8.1f} {name:24s} {program:40s} {seconds:7.2f}")
+    for name, seconds in sorted(totals.items()):
+        print(f"{name:24s} {len(seconds):4d} programs, {sum(seconds):7.1f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("timeline", type=Path)
+    parser.add_argument("--report", action="store_true", help="print the timeline of TIMELINE.json")
+    parser.add_argument("--bucket", type=float, default=0.5, help="seconds per line of the report")
+    parser.add_argument("--thread", default="MainThread", help="the thread the report follows")
+    parser.add_argument("--interval", type=float, default=0.02, help="seconds between samples")
+    parser.add_argument("generate_args", nargs=argparse.REMAINDER, help="-- then generate.py's flags")
+    args = parser.parse_args()
+    if args.report:
+        report(args.timeline, args.bucket, args.thread)
+        return
+    generate_args = args.generate_args[1:] if args.generate_args[:1] == ["--"] else args.generate_args
+    record(args.timeline, generate_args, args.interval)
+
+
+if __name__ == "__main__":
+    main()
