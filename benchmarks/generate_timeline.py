@@ -140,13 +140,13 @@ def main() -> None:
     parser.add_argument("--bucket", type=float, default=0.5, help="seconds per line of the report")
     parser.add_argument("--thread", default="MainThread", help="the thread the report follows")
     parser.add_argument("--interval", type=float, default=0.02, help="seconds between samples")
-    parser.add_argument("generate_args", nargs=argparse.REMAINDER, help="-- then generate.py's flags")
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)  # after "--": generate.py's flags
+    args = parser.parse_args(argv[:split])
     if args.report:
         report(args.timeline, args.bucket, args.thread)
         return
-    generate_args = args.generate_args[1:] if args.generate_args[:1] == ["--"] else args.generate_args
-    record(args.timeline, generate_args, args.interval)
+    record(args.timeline, argv[split + 1 :], args.interval)
 
 
 if __name__ == "__main__":
