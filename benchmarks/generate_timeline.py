@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import faulthandler
 import json
 import logging
 import os
@@ -65,8 +66,12 @@ class _CompileLog(logging.Handler):
             self.events.append((round(record.created - self.start, 3), record.threadName, match[1], float(match[2])))
 
 
-def record(out: Path, generate_args: list[str], interval: float) -> None:
+def record(out: Path, generate_args: list[str], interval: float, stacks_interval: float | None) -> None:
     start = time.time()
+    stacks = None
+    if stacks_interval:  # every thread's Python stack, written by a C thread: also while one holds the GIL
+        stacks = out.with_suffix(".stacks.txt").open("w")
+        faulthandler.dump_traceback_later(stacks_interval, repeat=True, file=stacks)
     samples: list = []
     compiles: list = []
     logging.getLogger().addHandler(_CompileLog(start, compiles))
@@ -98,7 +103,21 @@ def record(out: Path, generate_args: list[str], interval: float) -> None:
     finally:
         stop.set()
         sampler.join()
-        out.write_text(json.dumps({"interval": interval, "samples": samples, "compiles": compiles}))
+        if stacks is not None:
+            faulthandler.cancel_dump_traceback_later()
+            stacks.close()
+        main_thread = f"0x{threading.main_thread().ident:016x}"
+        out.write_text(
+            json.dumps(
+                {
+                    "interval": interval,
+                    "samples": samples,
+                    "compiles": compiles,
+                    "stacks_interval": stacks_interval,
+                    "main_thread": main_thread,
+                }
+            )
+        )
         print(f"timeline: {len(samples)} samples, {len(compiles)} compilations -> {out}", file=sys.stderr)
 
 
@@ -133,6 +152,26 @@ def report(path: Path, bucket: float, thread: str) -> None:
         print(f"{name:24s} {len(seconds):4d} programs, {sum(seconds):7.1f} s")
 
 
+def report_stacks(path: Path, window: tuple[float, float], depth: int) -> None:
+    """The main thread's innermost `depth` frames in each dump of `--stacks` within `window` (seconds)."""
+    data = json.loads(path.read_text())
+    dumps = path.with_suffix(".stacks.txt").read_text().split("Timeout (")[1:]
+    for index, dump in enumerate(dumps):
+        at = (index + 1) * data["stacks_interval"]
+        if not window[0] <= at <= window[1]:
+            continue
+        for thread in dump.split("\n\n"):
+            if f"Thread {data['main_thread']}" in thread or "Current thread " + data["main_thread"] in thread:
+                frames = [line.strip() for line in thread.splitlines() if line.strip().startswith("File ")]
+                print(f"{at:7.2f} " + " < ".join(_short(frame) for frame in frames[:depth]))
+
+
+def _short(frame: str) -> str:
+    """'File "/x/y/z.py", line 12 in f' -> 'z.py:12 f'."""
+    match = re.match(r'File "(.*)", line (\d+) in (.*)', frame)
+    return f"{Path(match[1]).name}:{match[2]} {match[3]}" if match else frame
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("timeline", type=Path)
@@ -140,13 +179,18 @@ def main() -> None:
     parser.add_argument("--bucket", type=float, default=0.5, help="seconds per line of the report")
     parser.add_argument("--thread", default="MainThread", help="the thread the report follows")
     parser.add_argument("--interval", type=float, default=0.02, help="seconds between samples")
+    parser.add_argument("--stacks", type=float, help="also dump every thread's stack this often (TIMELINE.stacks.txt)")
+    parser.add_argument("--window", type=float, nargs=2, help="with --report: the main thread's dumped stacks then")
+    parser.add_argument("--depth", type=int, default=8, help="frames per dumped stack in the report")
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)  # after "--": generate.py's flags
     args = parser.parse_args(argv[:split])
-    if args.report:
+    if args.report and args.window:
+        report_stacks(args.timeline, tuple(args.window), args.depth)
+    elif args.report:
         report(args.timeline, args.bucket, args.thread)
-        return
-    record(args.timeline, argv[split + 1 :], args.interval)
+    else:
+        record(args.timeline, argv[split + 1 :], args.interval, args.stacks)
 
 
 if __name__ == "__main__":
