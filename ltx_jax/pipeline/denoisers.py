@@ -113,25 +113,8 @@ class GuidedDenoiser:
     ) -> Modality | None:
         if state is None:
             return None
-        n, batch = len(self.passes), state.latent.shape[0]
-        contexts = [negative if name == "uncond" else context for name, _ in self.passes]
-
-        def repeat(x: jax.Array) -> jax.Array:
-            return jnp.concatenate([jnp.asarray(x)] * n, axis=0)
-
-        sigmas = jnp.full((n * batch,), sigma, jnp.float32)
-        mask = repeat(state.denoise_mask)
-        return Modality(
-            latent=repeat(state.latent),
-            sigma=sigmas,
-            timesteps=mask * sigmas[:, None, None],
-            positions=repeat(state.positions),
-            # in the model's dtype, as the reference's embeddings processor hands it over (a float32
-            # context would meet bf16 queries in cross-attention)
-            context=jnp.concatenate([jnp.asarray(c) for c in contexts], axis=0).astype(state.latent.dtype),
-            enabled=on,
-            attention_mask=None if state.attention_mask is None else repeat(state.attention_mask),
-        )
+        contexts = tuple(negative if name == "uncond" else context for name, _ in self.passes)
+        return _batched_modality(state, contexts, sigma, enabled=on)
 
     def _batched_forward(
         self, video: Modality | None, audio: Modality | None, configs: tuple
@@ -167,6 +150,29 @@ def _slice_modality(modality: Modality | None, part: slice) -> Modality | None:
         positions=modality.positions[part],
         context=modality.context[part],
         attention_mask=None if modality.attention_mask is None else modality.attention_mask[part],
+    )
+
+
+@partial(jax.jit, static_argnames=("enabled",))
+def _batched_modality(state: LatentState, contexts: tuple[jax.Array, ...], sigma: float, enabled: bool) -> Modality:
+    """The DiT's input for every pass at once: the state repeated once per pass, each pass with its
+    own context. One program: op by op, its dozen small programs were each compiled (cold) or read
+    from the cache (warm) on the main thread in a stage's first steps (docs/benchmarks.md)."""
+
+    def repeat(x: jax.Array) -> jax.Array:
+        return jnp.concatenate([x] * len(contexts), axis=0)
+
+    sigmas = jnp.full((len(contexts) * state.latent.shape[0],), sigma, jnp.float32)
+    return Modality(
+        latent=repeat(state.latent),
+        sigma=sigmas,
+        timesteps=repeat(state.denoise_mask) * sigmas[:, None, None],
+        positions=repeat(state.positions),
+        # in the model's dtype, as the reference's embeddings processor hands it over (a float32
+        # context would meet bf16 queries in cross-attention)
+        context=jnp.concatenate(contexts, axis=0).astype(state.latent.dtype),
+        enabled=enabled,
+        attention_mask=None if state.attention_mask is None else repeat(state.attention_mask),
     )
 
 

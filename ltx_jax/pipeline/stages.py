@@ -8,6 +8,7 @@ split into two keys, so a generation is reproducible on any mesh and in any proc
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -150,18 +151,17 @@ def _initial_states(
     video_shape, audio_shape = geometry.video(shape), geometry.audio(shape)
 
     def states(key: jax.Array, video_latent: np.ndarray | None, audio_latent: np.ndarray | None) -> tuple:
-        key_video, key_audio = jax.random.split(key)
         video = audio = None
         if prompt.video is not None:
             video = patchifiers.initial_video_state(video_shape, shape.fps, video_latent, dtype)
             for condition in conditionings:
                 video = condition(video, video_shape)
-            video = _noised(video, key_video, noise_scale, dtype)
+            video = _noised(video, key, 0, noise_scale, dtype)
         if prompt.audio is not None:
             audio = patchifiers.initial_audio_state(audio_shape, audio_latent, dtype)
             for condition in audio_conditionings:
                 audio = condition(audio, audio_shape)
-            audio = _noised(audio, key_audio, noise_scale, dtype)
+            audio = _noised(audio, key, 1, noise_scale, dtype)
         return video, audio
 
     return states
@@ -181,8 +181,11 @@ def _denoiser(
     )  # fmt: skip
 
 
-def _noised(state: LatentState, key: jax.Array, noise_scale: float, dtype: jnp.dtype) -> LatentState:
-    as_jax = jax.tree.map(jnp.asarray, state)
-    as_jax = as_jax.replace(latent=as_jax.latent.astype(dtype), clean_latent=as_jax.clean_latent.astype(dtype))
-    noise = jax.random.normal(key, as_jax.latent.shape, jnp.float32).astype(dtype)
-    return add_noise(as_jax, noise, noise_scale)
+@functools.partial(jax.jit, static_argnames=("modality", "dtype"))
+def _noised(state: LatentState, key: jax.Array, modality: int, noise_scale: float, dtype: jnp.dtype) -> LatentState:
+    """`state` in `dtype`, noised from the `modality`-th (video 0, audio 1) of the two keys `key` splits
+    into. One program: op by op, its programs were each compiled (cold) or read from the cache (warm)
+    on the main thread before a stage's first step (docs/benchmarks.md)."""
+    state = state.replace(latent=state.latent.astype(dtype), clean_latent=state.clean_latent.astype(dtype))
+    noise = jax.random.normal(jax.random.split(key)[modality], state.latent.shape, jnp.float32).astype(dtype)
+    return add_noise(state, noise, noise_scale)
