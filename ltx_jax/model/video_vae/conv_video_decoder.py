@@ -15,6 +15,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from ltx_jax.model.timestep_embedding import PixArtAlphaCombinedTimestepSizeEmbeddings
@@ -284,26 +285,60 @@ def _accumulate_group(
     timestep: jax.Array | float | None,
     noise: jax.Array | None,
 ) -> tuple[jax.Array, jax.Array]:
-    """Decodes one temporal group's tiles into a (B, C, T_group, H, W) float32 sum of masked tiles and its weights."""
+    """Decodes one temporal group's tiles into a (B, C, T_group, H, W) float32 sum of masked tiles and its weights.
+
+    The slicing and the blending run as jitted programs (one per group geometry), not op by op: op by
+    op, each tile's slices, masks and scatters were small programs of their own, compiled on the main
+    thread when a cold run decoded (about 4 s on an H200, docs/benchmarks.md)."""
     t0 = group[0].out_coords[0]
     b, scale = latent.shape[0], decoder.video_downscale_factors
-    shape = (b, 1, t0.stop - t0.start, latent.shape[3] * scale.height, latent.shape[4] * scale.width)
-    values, weights = None, jnp.zeros(shape, jnp.float32)
-    indices = [(slice(None), slice(None), *tile.in_coords) for tile in group]
+    size = (t0.stop - t0.start, latent.shape[3] * scale.height, latent.shape[4] * scale.width)
+    windows = tuple(_bounds(tile.in_coords) for tile in group)
+    latents = _windows(latent, windows)
+    noises = [None] * len(group) if noise is None else _windows(noise, windows)
     # Every tile is dispatched before any is blended, so tiles on different devices run at once.
-    decoded_tiles = [
-        decoder(i, latent[index], timestep, None if noise is None else noise[index]) for i, index in enumerate(indices)
-    ]
+    decoded_tiles = [decoder(i, x, timestep, n) for i, (x, n) in enumerate(zip(latents, noises, strict=True))]
     home = decoder.devices[0]
-    for tile, decoded in zip(group, decoded_tiles, strict=True):
-        decoded = (decoded if home is None else jax.device_put(decoded, home)).astype(jnp.float32)
-        mask_t, mask_h, mask_w = tile.masks_1d
-        mask = jnp.asarray(mask_t[:, None, None] * mask_h[None, :, None] * mask_w[None, None, :])
-        if values is None:
-            values = jnp.zeros(shape[:1] + decoded.shape[1:2] + shape[2:], jnp.float32)
-        out = (slice(None), slice(None), slice(0, decoded.shape[2]), *tile.out_coords[1:])
-        values = values.at[out].add(decoded * mask)
-        weights = weights.at[out].add(jnp.broadcast_to(mask, (1, 1, *mask.shape)))
+    if home is not None:
+        decoded_tiles = [jax.device_put(decoded, home) for decoded in decoded_tiles]
+    masks = [_mask_3d(tile) for tile in group]
+    return _masked_sum(decoded_tiles, masks, batch=b, size=size, out=tuple(_bounds(t.out_coords) for t in group))
+
+
+def _mask_3d(tile: Tile) -> np.ndarray:
+    """The tile's (T, H, W) blend mask: the 1-D masks multiplied on the host, then float32."""
+    t, h, w = tile.masks_1d
+    return np.asarray(t[:, None, None] * h[None, :, None] * w[None, None, :], np.float32)
+
+
+def _bounds(slices: tuple[slice, ...]) -> tuple[tuple[int, int], ...]:
+    """Slices as (start, stop) pairs: hashable, for a jitted function's static arguments."""
+    return tuple((cut.start, cut.stop) for cut in slices)
+
+
+@functools.partial(jax.jit, static_argnames="windows")
+def _windows(x: jax.Array, windows: tuple[tuple[tuple[int, int], ...], ...]) -> list[jax.Array]:
+    """`x[:, :, f0:f1, h0:h1, w0:w1]` for each window's three (start, stop) pairs."""
+    return [x[:, :, f0:f1, h0:h1, w0:w1] for (f0, f1), (h0, h1), (w0, w1) in windows]
+
+
+@functools.partial(jax.jit, static_argnames=("batch", "size", "out"))
+def _masked_sum(
+    decoded_tiles: list[jax.Array],
+    masks: list[jax.Array],
+    *,
+    batch: int,
+    size: tuple[int, int, int],
+    out: tuple[tuple[tuple[int, int], ...], ...],
+) -> tuple[jax.Array, jax.Array]:
+    """The tiles, each times its mask, summed where `out` places them (frames from 0, the group's
+    start), and the summed masks: `(batch, C, *size)` and `(batch, 1, *size)` float32."""
+    values = jnp.zeros((batch, decoded_tiles[0].shape[1], *size), jnp.float32)
+    weights = jnp.zeros((batch, 1, *size), jnp.float32)
+    for decoded, mask, (_, (h0, h1), (w0, w1)) in zip(decoded_tiles, masks, out, strict=True):
+        place = (slice(None), slice(None), slice(0, decoded.shape[2]), slice(h0, h1), slice(w0, w1))
+        values = values.at[place].add(decoded.astype(jnp.float32) * mask)
+        weights = weights.at[place].add(jnp.broadcast_to(mask, (1, 1, *mask.shape)))
     return values, weights
 
 
@@ -330,13 +365,25 @@ def _blend_temporal_groups(
         if previous is not None:
             overlap = max(0, previous_span[1] - span[0])
             if overlap:
-                offset = span[0] - previous_span[0]
-                values = values.at[:, :, :overlap].add(previous[:, :, offset:])
-                weights = weights.at[:, :, :overlap].add(previous_weights[:, :, offset:])
-            done = span[0] - previous_span[0]
-            yield (previous[:, :, :done] / jnp.maximum(previous_weights[:, :, :done], 1e-8)).astype(latent.dtype)
+                values, weights = _with_overlap(values, weights, previous, previous_weights, overlap=overlap)
+            yield _normalized(previous, previous_weights, frames=span[0] - previous_span[0], dtype=latent.dtype)
         previous, previous_weights, previous_span = values, weights, span
-    yield (previous / jnp.maximum(previous_weights, 1e-8)).astype(latent.dtype)
+    yield _normalized(previous, previous_weights, frames=previous.shape[2], dtype=latent.dtype)
+
+
+@functools.partial(jax.jit, static_argnames="overlap")
+def _with_overlap(
+    values: jax.Array, weights: jax.Array, previous: jax.Array, previous_weights: jax.Array, *, overlap: int
+) -> tuple[jax.Array, jax.Array]:
+    """A group's sums with the previous group's last `overlap` frames (the frames both cover) added."""
+    values = values.at[:, :, :overlap].add(previous[:, :, -overlap:])
+    return values, weights.at[:, :, :overlap].add(previous_weights[:, :, -overlap:])
+
+
+@functools.partial(jax.jit, static_argnames=("frames", "dtype"))
+def _normalized(values: jax.Array, weights: jax.Array, *, frames: int, dtype: jnp.dtype) -> jax.Array:
+    """The first `frames` frames of a group's sums, divided by their weights: finished pixels."""
+    return (values[:, :, :frames] / jnp.maximum(weights[:, :, :frames], 1e-8)).astype(dtype)
 
 
 def decode_video(
