@@ -2,20 +2,18 @@
 
 Source: upstream ltx-core `ltx_core/model/video_vae/conv_video_decoder.py` (`ConvVideoDecoder`);
 ltx-core 1.0.0 has the same module as `video_vae.py::VideoDecoder`. Tiled decoding follows the
-same file's `tiled_decode`: tiles are decoded one by one, blended with their masks, and yielded
-as temporal chunks.
+same file's `tiled_decode`: tiles are decoded one by one, blended with their masks
+(`tile_blending.py`), and yielded as temporal chunks.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from ltx_jax.model.timestep_embedding import PixArtAlphaCombinedTimestepSizeEmbeddings
@@ -25,7 +23,8 @@ from ltx_jax.model.video_vae.normalization import make_norm
 from ltx_jax.model.video_vae.ops import PerChannelStatistics, unpatchify
 from ltx_jax.model.video_vae.resnet import ResnetBlock3D, UNetMidBlock3D, check_no_noise_injection
 from ltx_jax.model.video_vae.sampling import DepthToSpaceUpsample
-from ltx_jax.model.video_vae.tiling import Tile, TileSizeConfig
+from ltx_jax.model.video_vae.tile_blending import blend_temporal_groups, chunk_frames, temporal_groups
+from ltx_jax.model.video_vae.tiling import TileSizeConfig
 from ltx_jax.model.video_vae.video_vae import NORM_NUM_GROUPS, Blocks, SpatioTemporalScaleFactors, block_config
 
 _UPSAMPLE_STRIDES = {"compress_time": (2, 1, 1), "compress_space": (1, 2, 2), "compress_all": (2, 2, 2)}
@@ -208,13 +207,13 @@ class VideoDecoder(nnx.Module):
         if self.timestep_conditioning and noise is None:
             noise = jax.random.normal(key, latent.shape, self.param_dtype)
         tiles = tiling_config.tiles(tuple(latent.shape[2:]), self.video_downscale_factors)
-        return _blend_temporal_groups(_TileDecoder(self, devices), latent, tiles, timestep, noise)
+        return blend_temporal_groups(_TileDecoder(self, devices), latent, tiles, timestep, noise)
 
     def tiled_chunk_frames(self, latent_shape: tuple[int, ...], tiling_config: TileSizeConfig) -> list[int]:
         """How many frames each chunk `tiled_decode` yields for a latent of `latent_shape` holds, in order."""
-        tiles = tiling_config.tiles(tuple(latent_shape[2:]), self.video_downscale_factors)
-        spans = list(_temporal_groups(tiles))
-        return [b[0] - a[0] for a, b in itertools.pairwise(spans)] + [spans[-1][1] - spans[-1][0]]
+        return chunk_frames(
+            list(temporal_groups(tiling_config.tiles(tuple(latent_shape[2:]), self.video_downscale_factors)))
+        )
 
     def compile_tiles(
         self, latent: jax.ShapeDtypeStruct, tiling_config: TileSizeConfig, devices: Sequence[jax.Device]
@@ -225,7 +224,7 @@ class VideoDecoder(nnx.Module):
         graphdef, state = nnx.split(self)
         tiles = tiling_config.tiles(tuple(latent.shape[2:]), self.video_downscale_factors)
         compiled = set()
-        for group in _temporal_groups(tiles).values():
+        for group in temporal_groups(tiles).values():
             for i, tile in enumerate(group):
                 device = devices[i % len(devices)]
                 sizes = (len(range(n)[cut]) for n, cut in zip(latent.shape[2:], tile.in_coords, strict=True))
@@ -276,114 +275,6 @@ class _TileDecoder:
         if device is not None:
             latent, timestep, noise = jax.device_put((latent, timestep, noise), device)
         return self.decode(self.states[slot], latent, timestep, noise)
-
-
-def _accumulate_group(
-    decoder: _TileDecoder,
-    latent: jax.Array,
-    group: list[Tile],
-    timestep: jax.Array | float | None,
-    noise: jax.Array | None,
-) -> tuple[jax.Array, jax.Array]:
-    """Decodes one temporal group's tiles into a (B, C, T_group, H, W) float32 sum of masked tiles and its weights.
-
-    The slicing and the blending run as jitted programs (one per group geometry), not op by op: op by
-    op, each tile's slices, masks and scatters were small programs of their own, compiled on the main
-    thread when a cold run decoded (about 4 s on an H200, docs/benchmarks.md)."""
-    t0 = group[0].out_coords[0]
-    b, scale = latent.shape[0], decoder.video_downscale_factors
-    size = (t0.stop - t0.start, latent.shape[3] * scale.height, latent.shape[4] * scale.width)
-    windows = tuple(_bounds(tile.in_coords) for tile in group)
-    latents = _windows(latent, windows)
-    noises = [None] * len(group) if noise is None else _windows(noise, windows)
-    # Every tile is dispatched before any is blended, so tiles on different devices run at once.
-    decoded_tiles = [decoder(i, x, timestep, n) for i, (x, n) in enumerate(zip(latents, noises, strict=True))]
-    home = decoder.devices[0]
-    if home is not None:
-        decoded_tiles = [jax.device_put(decoded, home) for decoded in decoded_tiles]
-    masks = [_mask_3d(tile) for tile in group]
-    return _masked_sum(decoded_tiles, masks, batch=b, size=size, out=tuple(_bounds(t.out_coords) for t in group))
-
-
-def _mask_3d(tile: Tile) -> np.ndarray:
-    """The tile's (T, H, W) blend mask: the 1-D masks multiplied on the host, then float32."""
-    t, h, w = tile.masks_1d
-    return np.asarray(t[:, None, None] * h[None, :, None] * w[None, None, :], np.float32)
-
-
-def _bounds(slices: tuple[slice, ...]) -> tuple[tuple[int, int], ...]:
-    """Slices as (start, stop) pairs: hashable, for a jitted function's static arguments."""
-    return tuple((cut.start, cut.stop) for cut in slices)
-
-
-@functools.partial(jax.jit, static_argnames="windows")
-def _windows(x: jax.Array, windows: tuple[tuple[tuple[int, int], ...], ...]) -> list[jax.Array]:
-    """`x[:, :, f0:f1, h0:h1, w0:w1]` for each window's three (start, stop) pairs."""
-    return [x[:, :, f0:f1, h0:h1, w0:w1] for (f0, f1), (h0, h1), (w0, w1) in windows]
-
-
-@functools.partial(jax.jit, static_argnames=("batch", "size", "out"))
-def _masked_sum(
-    decoded_tiles: list[jax.Array],
-    masks: list[jax.Array],
-    *,
-    batch: int,
-    size: tuple[int, int, int],
-    out: tuple[tuple[tuple[int, int], ...], ...],
-) -> tuple[jax.Array, jax.Array]:
-    """The tiles, each times its mask, summed where `out` places them (frames from 0, the group's
-    start), and the summed masks: `(batch, C, *size)` and `(batch, 1, *size)` float32."""
-    values = jnp.zeros((batch, decoded_tiles[0].shape[1], *size), jnp.float32)
-    weights = jnp.zeros((batch, 1, *size), jnp.float32)
-    for decoded, mask, (_, (h0, h1), (w0, w1)) in zip(decoded_tiles, masks, out, strict=True):
-        place = (slice(None), slice(None), slice(0, decoded.shape[2]), slice(h0, h1), slice(w0, w1))
-        values = values.at[place].add(decoded.astype(jnp.float32) * mask)
-        weights = weights.at[place].add(jnp.broadcast_to(mask, (1, 1, *mask.shape)))
-    return values, weights
-
-
-def _temporal_groups(tiles: list[Tile]) -> dict[tuple[int, int], list[Tile]]:
-    """The tiles by the output frames they cover, in order."""
-    groups: dict[tuple[int, int], list[Tile]] = {}
-    for tile in tiles:
-        groups.setdefault((tile.out_coords[0].start, tile.out_coords[0].stop), []).append(tile)
-    return groups
-
-
-def _blend_temporal_groups(
-    decoder: _TileDecoder,
-    latent: jax.Array,
-    tiles: list[Tile],
-    timestep: jax.Array | float | None,
-    noise: jax.Array | None,
-) -> Iterator[jax.Array]:
-    """ltx-core's temporal streaming: a group's overlap with the next one is held back until both are summed."""
-    groups = _temporal_groups(tiles)
-    previous, previous_weights, previous_span = None, None, None
-    for span, group in groups.items():
-        values, weights = _accumulate_group(decoder, latent, group, timestep, noise)
-        if previous is not None:
-            overlap = max(0, previous_span[1] - span[0])
-            if overlap:
-                values, weights = _with_overlap(values, weights, previous, previous_weights, overlap=overlap)
-            yield _normalized(previous, previous_weights, frames=span[0] - previous_span[0], dtype=latent.dtype)
-        previous, previous_weights, previous_span = values, weights, span
-    yield _normalized(previous, previous_weights, frames=previous.shape[2], dtype=latent.dtype)
-
-
-@functools.partial(jax.jit, static_argnames="overlap")
-def _with_overlap(
-    values: jax.Array, weights: jax.Array, previous: jax.Array, previous_weights: jax.Array, *, overlap: int
-) -> tuple[jax.Array, jax.Array]:
-    """A group's sums with the previous group's last `overlap` frames (the frames both cover) added."""
-    values = values.at[:, :, :overlap].add(previous[:, :, -overlap:])
-    return values, weights.at[:, :, :overlap].add(previous_weights[:, :, -overlap:])
-
-
-@functools.partial(jax.jit, static_argnames=("frames", "dtype"))
-def _normalized(values: jax.Array, weights: jax.Array, *, frames: int, dtype: jnp.dtype) -> jax.Array:
-    """The first `frames` frames of a group's sums, divided by their weights: finished pixels."""
-    return (values[:, :, :frames] / jnp.maximum(weights[:, :, :frames], 1e-8)).astype(dtype)
 
 
 def decode_video(
