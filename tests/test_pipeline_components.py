@@ -3,6 +3,8 @@ the noiser, guidance, image conditioning, and the validation of a generation req
 
 import dataclasses
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
@@ -23,7 +25,7 @@ from ltx_jax.pipeline import conditioning, patchifiers, requests
 from ltx_jax.pipeline.diffusion_steps import add_noise, euler_step
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams, combine, guidance_passes
 from ltx_jax.pipeline.schedulers import ltx2_sigmas
-from ltx_jax.pipeline.stages import PromptEmbeddings
+from ltx_jax.pipeline.stages import LatentGeometry, PromptEmbeddings, _initial_states
 from ltx_jax.pipeline.types import AudioLatentShape, VideoLatentShape, VideoPixelShape
 
 # Elementwise float32 math: XLA's CPU division and fused multiply-adds round differently from
@@ -117,6 +119,19 @@ def test_noiser_blends_by_mask_and_scale():
     noised = np.asarray(add_noise(state.replace(denoise_mask=mask), noise, 0.5).latent)
     np.testing.assert_allclose(noised[:, :3], 3.0 * 0.125 + 1.0 * 0.875)
     np.testing.assert_allclose(noised[:, 3:], 3.0 * 0.5 + 1.0 * 0.5)
+
+
+def test_a_seed_noises_video_with_the_first_key_and_audio_with_the_second():
+    """The noise a seed draws, as before it was jitted: the video's from the first of the two keys
+    `jax.random.split(key)` gives, the audio's from the second, each a float32 normal in the latent
+    dtype. The same seed keeps giving the same video across versions."""
+    prompt = PromptEmbeddings(np.zeros((1, 4, 8), np.float32), np.zeros((1, 4, 8), np.float32))
+    states = _initial_states(VideoPixelShape(1, 9, 64, 64, FPS), prompt, LatentGeometry(), jnp.bfloat16, [], [])
+    key = jax.random.key(7)
+    video, audio = states(key, None, None)  # zero latents, all noised at scale 1: the noise itself
+    for state, modality_key in zip((video, audio), jax.random.split(key), strict=True):
+        expected = jax.random.normal(modality_key, state.latent.shape, jnp.float32).astype(jnp.bfloat16)
+        np.testing.assert_array_equal(np.asarray(state.latent, np.float32), np.asarray(expected, np.float32))
 
 
 GUIDANCE = [
@@ -315,8 +330,6 @@ def test_reference_downscale_factor_from_the_lora_metadata(tmp_path):
 def test_res2s_rounds_its_float64_latents_as_torch_does():
     """res_2s keeps its arithmetic in float64 and hands the DiT bf16 states, rounded as torch's
     `.to(torch.bfloat16)` rounds float64: through float32 (1 + 2^-8 + 1e-12 becomes 1, not 1 + 2^-7)."""
-    import jax.numpy as jnp  # noqa: PLC0415
-
     from ltx_jax.pipeline import res2s  # noqa: PLC0415
 
     x = np.array([[[1.00390625 + 1e-12, 1.0 + 2**-9, -3.1415926535]]])
