@@ -186,6 +186,7 @@ def _noised(state: LatentState, key: jax.Array, modality: int, noise_scale: floa
     """`state` in `dtype`, noised from the `modality`-th (video 0, audio 1) of the two keys `key` splits
     into. One program: op by op, its programs were each compiled (cold) or read from the cache (warm)
     on the main thread before a stage's first step (docs/benchmarks.md)."""
+    state = jax.tree.map(jnp.asarray, state)  # under jit a no-op; op by op (a test records the noise) JAX arrays
     state = state.replace(latent=state.latent.astype(dtype), clean_latent=state.clean_latent.astype(dtype))
     noise = jax.random.normal(jax.random.split(key)[modality], state.latent.shape, jnp.float32).astype(dtype)
     return add_noise(state, noise, noise_scale)
