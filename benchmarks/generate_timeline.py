@@ -88,7 +88,7 @@ def record(out: Path, generate_args: list[str], interval: float, stacks_interval
                 ours, deepest = _where(frames[thread.ident])
                 samples.append((now, thread.name, _cpu_seconds(thread.native_id), ours, deepest))
 
-    import jax
+    import jax  # here, not at the top: --report reads a file and needs no JAX
 
     jax.config.update("jax_log_compiles", True)
     sampler = threading.Thread(target=sample, name="timeline-sampler", daemon=True)
