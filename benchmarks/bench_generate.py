@@ -3,13 +3,14 @@ process, phase by phase, with peak GPU memory.
 
     python scripts/make_synthetic_checkpoint.py /data/synth
     python benchmarks/bench_generate.py /data/synth/manifest.json --flow two-stage [--height 1024 --width 1536]
-        [--num-frames 121] [--runs reference cold warm] [--cache-dir DIR]
+        [--num-frames 121] [--runs reference cold warm] [--cache-dir DIR] [--timeline]
 
 `cold` runs generate.py with an empty compilation cache (`--cache-dir`, emptied first), `warm` again with the
 cache the cold run filled. The reference's phases are measured by wrapping its pipeline module's functions
 (prompt encoding with Gemma's building, each denoising stage, upsampling, model building through its
 ModelLedger, video decoding with the mp4 writing, which it interleaves); ltx-jax's come from generate.py's
-own summary. Peak memory: torch's `max_memory_reserved`, and XLA's `peak_bytes_in_use`.
+own summary. Peak memory: torch's `max_memory_reserved`, and XLA's `peak_bytes_in_use`. With `--timeline`,
+generate.py runs under `benchmarks/generate_timeline.py`, its samples in `OUT_DIR/FLOW-RUN.timeline.json`.
 """
 
 import argparse
@@ -77,7 +78,11 @@ def reference_command(flow: str, files: dict, args: argparse.Namespace, out: Pat
 
 def generate_command(flow: str, files: dict, args: argparse.Namespace, out: Path) -> list[str]:
     lora = ["--distilled-lora", files["distilled_lora"], "1.0"] if flow == "two-stage" else []
-    return [sys.executable, str(ROOT / "scripts" / "generate.py"), "--mesh", "1", "--pipeline", flow,
+    script = [str(ROOT / "scripts" / "generate.py")]
+    if args.timeline:  # sampled every 50 ms: each sample holds the GIL briefly
+        timeline = out.with_name(f"{out.stem}.timeline.json")
+        script = [str(ROOT / "benchmarks" / "generate_timeline.py"), str(timeline), "--interval", "0.05", "--"]
+    return [sys.executable, *script, "--mesh", "1", "--pipeline", flow,
             "--checkpoint-path", files["checkpoint"], *lora, "--gemma-root", files["gemma_root"],
             "--spatial-upsampler-path", files["spatial_upsampler"], *size_flags(args), "--prompt", args.prompt,
             "--compile-cache-dir", str(args.cache_dir), "--quantization", args.quantization,
@@ -131,6 +136,7 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, default=Path("/tmp/ltx_jax_bench_cache"))
     parser.add_argument("--quantization", default="none", help="generate.py's --quantization (none, fp8-cast)")
     parser.add_argument("--out-dir", type=Path, default=Path(os.environ.get("OUT", "/tmp")))
+    parser.add_argument("--timeline", action="store_true", help="generate.py under benchmarks/generate_timeline.py")
     args = parser.parse_args()
     files = json.loads(Path(args.manifest).read_text())
     args.out_dir.mkdir(parents=True, exist_ok=True)

@@ -14,8 +14,8 @@
 #   coldbefore, warmbefore   the cold and warm runs of the tree before a change (its own compilation cache):
 #              git archive REV ltx_jax scripts benchmarks/bench_generate.py | tar -x -C .trees/before (carried)
 #   fp8cold, fp8warm   two-stage 1024x1536x121 with --quantization fp8-cast, cold and warm (its own cache)
-#   timeline   benchmarks/generate_timeline.py: generate.py two-stage 1024x1536x121, cold then warm (a cache of
-#              its own), its main thread sampled; the reports in timeline-cold.txt, timeline-warm.txt
+#   timeline   bench_generate.py --timeline: generate.py two-stage 1024x1536x121 under generate_timeline.py, cold
+#              then warm (a cache of its own); phase tables in timeline.txt, reports in timeline-{cold,warm}.txt
 #   distilled  the distilled flow at 768x512x121 (sglang's published size), the same three runs (the synthetic
 #              checkpoint stands in for the distilled one: the same tensors)
 #   mkdir -p .trees/base && git archive 135e3e1 ltx_jax | tar -x -C .trees/base; wheels in .whl (ltx-core,
@@ -80,18 +80,14 @@ for run in coldbefore warmbefore; do  # the tree before a change (.trees/before,
     rm -rf "${OUT:?}/$run"
 done
 if [[ " $PARTS " == *" timeline "* ]]; then
+    timeout 560 python3 benchmarks/bench_generate.py "$DATA/manifest.json" --flow two-stage --runs cold warm \
+        --timeline --cache-dir /tmp/compile_cache_timeline --out-dir "$OUT/timeline" 2>&1 | tee "$OUT/timeline.txt"
     for run in cold warm; do
-        timeout 280 python3 benchmarks/generate_timeline.py "$OUT/timeline-$run.json" --interval 0.05 -- --mesh 1 \
-            --pipeline two-stage --checkpoint-path "$checkpoint" \
-            --distilled-lora "$DATA/ltx-2.3-22b-distilled-lora-384.safetensors" 1.0 \
-            --gemma-root "$DATA/gemma-3-12b-it-qat-q4_0-unquantized" \
-            --spatial-upsampler-path "$DATA/ltx-2.3-spatial-upscaler-x2-1.0.safetensors" --height 1024 --width 1536 \
-            --num-frames 121 --prompt "A red fox trots through fresh snow at dawn" \
-            --compile-cache-dir /tmp/compile_cache_timeline --output-path "/tmp/timeline-$run.mp4" \
-            > "$OUT/timeline-$run.log" 2>&1
-        grep -a "total\|time:\|loading:\|timeline:" "$OUT/timeline-$run.log"
-        python3 benchmarks/generate_timeline.py --report "$OUT/timeline-$run.json" > "$OUT/timeline-$run.txt"
+        python3 benchmarks/generate_timeline.py --report "$OUT/timeline/two-stage-$run.timeline.json" \
+            > "$OUT/timeline-$run.txt"
+        mv "$OUT/timeline/two-stage-$run.log" "$OUT/timeline-$run.log"
     done
+    rm -rf "${OUT:?}/timeline"
 fi
 for run in fp8cold fp8warm; do
     [[ " $PARTS " == *" $run "* ]] || continue
