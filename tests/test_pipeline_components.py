@@ -21,10 +21,12 @@ from ltx_core.types import LatentState as TorchLatentState
 from ltx_core.types import VideoLatentShape as TorchVideoShape
 from ltx_core_twin import relative_error
 
+from ltx_jax.guidance.perturbations import BatchedPerturbationConfig, MaskedSkips, PerturbationType
 from ltx_jax.pipeline import conditioning, patchifiers, requests
 from ltx_jax.pipeline.diffusion_steps import add_noise, euler_step
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams, combine, guidance_passes
 from ltx_jax.pipeline.schedulers import ltx2_sigmas
+from ltx_jax.pipeline.settings import reference_guidance
 from ltx_jax.pipeline.stages import LatentGeometry, PromptEmbeddings, _initial_states
 from ltx_jax.pipeline.types import AudioLatentShape, VideoLatentShape, VideoPixelShape
 
@@ -161,6 +163,23 @@ def test_guidance_passes_follow_the_scales():
     assert [name for name, _ in guidance_passes(MultiModalGuiderParams(), MultiModalGuiderParams())] == ["cond"]
     skip = MultiModalGuiderParams(skip_step=2)
     assert [skip.should_skip_step(i) for i in range(6)] == [False, True, True, False, True, True]
+
+
+def test_a_guided_step_runs_one_block_program_for_all_blocks():
+    """The reference's four batched passes (STG on block 28 of 48, modality isolation everywhere):
+    every block is compiled for the same skips, the masks say which sample skips where, and a pass
+    on its own (STG alone) still skips the attention it does not need."""
+    guidance = reference_guidance(28)
+    passes = BatchedPerturbationConfig(tuple(p for _, p in guidance_passes(guidance.video, guidance.audio)))
+    plan = passes.masked_at_blocks(48)
+    a2v, v2a, video_self, audio_self = PerturbationType
+    assert {skips for skips, _ in plan} == {MaskedSkips(4, (), (a2v, v2a, video_self, audio_self))}
+    mod_skips, ptb_skips = [[1, 1, 1, 0]] * 2, [[1, 1, 0, 1]] * 2  # keep-masks of the passes in order
+    np.testing.assert_array_equal(plan[28][1], mod_skips + ptb_skips)
+    np.testing.assert_array_equal(plan[27][1], mod_skips + [[1, 1, 1, 1]] * 2)
+    alone = BatchedPerturbationConfig((passes.perturbations[2],)).masked_at_blocks(48)
+    assert alone[28][0] == MaskedSkips(1, (video_self, audio_self))
+    assert {skips for idx, (skips, _) in enumerate(alone) if idx != 28} == {MaskedSkips(1)}
 
 
 def test_image_at_frame_zero_equals_reference():

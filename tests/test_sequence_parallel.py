@@ -234,8 +234,9 @@ def test_one_compile_per_shape(model):
 
 
 def test_block_programs_compile_one_block_for_all():
-    """Four identical blocks compile one block program; a perturbation on one block adds one for that
-    block; the result equals the whole forward compiled as one program."""
+    """Four identical blocks compile one block program; a sample's perturbation on one block adds one
+    program for all four (the keep-mask is an input), which another block's perturbation reuses; the
+    results equal the whole forward compiled as one program, and the unrolled one."""
     cfg = dataclasses.replace(CFG, num_layers=4)
     model = ltx_jax.LTXModel(cfg, rngs=nnx.Rngs(2), attention_backend="xla")
     video, audio = inputs(cfg)
@@ -247,6 +248,11 @@ def test_block_programs_compile_one_block_for_all():
         (PerturbationConfig(), PerturbationConfig((Perturbation(PerturbationType.SKIP_VIDEO_SELF_ATTN, (2,)),)))
     )
     assert_same(sp(video, audio, stg), single_device(model, video, audio, stg))
+    assert sp.compiled()["block"] == 2
+    stg_first = BatchedPerturbationConfig(
+        (PerturbationConfig((Perturbation(PerturbationType.SKIP_VIDEO_SELF_ATTN, (0,)),)), PerturbationConfig())
+    )
+    assert_same(sp(video, audio, stg_first), single_device(model, video, audio, stg_first))
     assert sp.compiled()["block"] == 2
 
 
@@ -263,7 +269,7 @@ def test_compiled_ahead_from_shapes_is_not_compiled_again(model):
         out = sp(video, audio, stg)
     programs = {"jit(pad_video)", "jit(prepare_local)", "jit(run)", "jit(finish_local)"}
     assert not programs & {name for _, name in threads.compiled}  # (eager slicing of the output may compile)
-    assert sp.compiled() == {"whole": 0, "prepare": 1, "block": 2, "finish": 1}
+    assert sp.compiled() == {"whole": 0, "prepare": 1, "block": 1, "finish": 1}
     assert_same(out, single_device(model, video, audio, stg))
 
 

@@ -3,6 +3,10 @@
 Source: `ltx_core/guidance/perturbations.py`. Same names and meaning; the classes are frozen and
 hashable (tuples, not lists) because they are static arguments of a jitted forward: which blocks
 skip an attention decides what the compiled program computes.
+
+Block programs (`ltx_jax.parallel.block_programs`) take the keep-masks of attentions that only some
+samples skip as inputs instead (`BatchedPerturbationConfig.masked_at_blocks`): STG's one perturbed
+block then runs the program of the 47 others, one compilation instead of two.
 """
 
 from __future__ import annotations
@@ -87,6 +91,24 @@ class BatchedPerturbationConfig:
         )
         return BlockPerturbations(len(self.perturbations), skips)
 
+    def masked_at_blocks(self, num_blocks: int) -> tuple[tuple[MaskedSkips, np.ndarray], ...]:
+        """Per block, what its program is compiled for and the keep-masks `(len(masked), B)` it takes.
+
+        An attention that some but not all samples skip in some block is masked in every block where
+        not every sample skips it (a mask of ones computes `out * 1 + v * 0`, exactly `out`), so blocks
+        that differ only in which samples skip share one program. An attention every sample skips in a
+        block is not computed there, as in `at_block`.
+        """
+        blocks = [self.at_block(idx) for idx in range(num_blocks)]
+        partly = {t for b in blocks for t in PerturbationType if b.any_in_batch(t) and not b.all_in_batch(t)}
+        plan = []
+        for block in blocks:
+            skipped = tuple(t for t in PerturbationType if block.all_in_batch(t))
+            masked = tuple(t for t in PerturbationType if t in partly and t not in skipped)
+            masks = np.stack([block.mask(t) for t in masked]) if masked else np.ones((0, len(self)), np.float32)
+            plan.append((MaskedSkips(len(self), skipped, masked), masks))
+        return tuple(plan)
+
     @staticmethod
     def empty(batch_size: int) -> BatchedPerturbationConfig:
         return BatchedPerturbationConfig(tuple(PerturbationConfig.empty() for _ in range(batch_size)))
@@ -114,3 +136,35 @@ class BlockPerturbations:
 
     def all_in_batch(self, perturbation_type: PerturbationType) -> bool:
         return all(self.skipping(perturbation_type))
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedSkips:
+    """What a block program is compiled for when keep-masks are its inputs: the attentions every sample
+    skips (not computed) and those blended with a per-sample keep-mask given at run time."""
+
+    batch_size: int
+    skipped: tuple[PerturbationType, ...] = ()
+    masked: tuple[PerturbationType, ...] = ()
+
+    def with_masks(self, masks: object) -> MaskedBlockPerturbations:
+        """`masks` `(len(self.masked), batch_size)`, rows in `masked`'s order (traced inside a program)."""
+        return MaskedBlockPerturbations(self, masks)
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedBlockPerturbations:
+    """`BlockPerturbations`' interface over `MaskedSkips` and its masks: what a block reads."""
+
+    skips: MaskedSkips
+    masks: object  # (len(skips.masked), B) keep-masks
+
+    def mask(self, perturbation_type: PerturbationType) -> object:
+        """`(B,)` keep-mask (0 where the sample skips); only for masked attentions."""
+        return self.masks[self.skips.masked.index(perturbation_type)]
+
+    def any_in_batch(self, perturbation_type: PerturbationType) -> bool:
+        return perturbation_type in self.skips.skipped or perturbation_type in self.skips.masked
+
+    def all_in_batch(self, perturbation_type: PerturbationType) -> bool:
+        return perturbation_type in self.skips.skipped

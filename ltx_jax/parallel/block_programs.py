@@ -7,9 +7,11 @@ computation on different weights, so `BlockPrograms` runs the forward as
     prepare (patchify, AdaLN, RoPE) -> block, once per transformer block -> finish (output, gather)
 
 three kinds of jitted `shard_map`, where every block with the same module structure and the same
-perturbations (`BlockPerturbations`) calls one compiled program. Python dispatches them in turn and
-the device runs them back to back (dispatch is asynchronous and costs microseconds against
-milliseconds of work per block).
+kinds of skipped attention (`MaskedSkips`) calls one compiled program. Which samples skip an
+attention is an input (`BatchedPerturbationConfig.masked_at_blocks`), so STG's perturbed block runs
+the others' program: a second one took 3.8 s of a cold run's stage 1 on an H200. Python dispatches
+them in turn and the device runs them back to back (dispatch is asynchronous and costs microseconds
+against milliseconds of work per block).
 
 Between the programs each device's values stay where they are: they travel as arrays with a leading
 axis of one entry per device, sharded over the sequence axes (`to_carry`), so any pytree passes
@@ -26,10 +28,10 @@ from collections.abc import Callable, Sequence
 
 import jax
 from flax import nnx
-from jax.sharding import Mesh
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
+from ltx_jax.guidance.perturbations import BatchedPerturbationConfig, MaskedSkips
 from ltx_jax.model.attention import AttentionOps
 from ltx_jax.model.model import DIT_COMPILER_OPTIONS
 from ltx_jax.model.transformer_args import TransformerArgs
@@ -101,6 +103,8 @@ class BlockPrograms:
         finish_out_specs: tuple,
     ) -> None:
         self._outer_state, self._blocks, self._attention_ops = outer_state, tuple(blocks), attention_ops
+        self._replicated = NamedSharding(mesh, P())
+        self._masks: dict[BatchedPerturbationConfig, tuple] = {}  # the keep-masks on the devices, per config
         carry = P(axes)
         shard_map = functools.partial(jax.shard_map, mesh=mesh, check_vma=False)
         jit = functools.partial(jax.jit, compiler_options=DIT_COMPILER_OPTIONS)
@@ -120,30 +124,45 @@ class BlockPrograms:
                 self._block_programs[block.graphdef] = self._block_program(block, shard_map, carry)
 
     def _block_program(self, block: Block, shard_map: Callable, carry: P) -> Callable:
-        """One jitted program for every block with `block`'s structure; the perturbations are static."""
+        """One jitted program for every block with `block`'s structure and the same `MaskedSkips`
+        (static); the keep-masks `(len(skips.masked), B)` are an input, the same on every device."""
         graphdef, attention_ops = block.graphdef, self._attention_ops
 
-        def run(state: nnx.State, xs: tuple, rest: tuple, *, perturbations: object) -> tuple:
-            def local(state: nnx.State, xs: tuple, rest: tuple) -> tuple:
+        def run(state: nnx.State, xs: tuple, rest: tuple, masks: jax.Array, *, skips: MaskedSkips) -> tuple:
+            def local(state: nnx.State, xs: tuple, rest: tuple, masks: jax.Array) -> tuple:
                 video, audio = join_streams(from_carry(xs), from_carry(rest))
-                video, audio = nnx.merge(graphdef, state)(video, audio, perturbations, attention_ops)
+                block_module = nnx.merge(graphdef, state)
+                video, audio = block_module(video, audio, skips.with_masks(masks), attention_ops)
                 return to_carry(split_streams((video, audio))[0])
 
-            return shard_map(local, in_specs=(block.specs, carry, carry), out_specs=carry)(state, xs, rest)
+            in_specs = (block.specs, carry, carry, P())
+            return shard_map(local, in_specs=in_specs, out_specs=carry)(state, xs, rest, masks)
 
-        return jax.jit(
-            run, static_argnames=("perturbations",), donate_argnums=(1,), compiler_options=DIT_COMPILER_OPTIONS
-        )
+        return jax.jit(run, static_argnames=("skips",), donate_argnums=(1,), compiler_options=DIT_COMPILER_OPTIONS)
+
+    def _skip_plan(self, perturbations: BatchedPerturbationConfig) -> tuple[tuple[MaskedSkips, jax.Array], ...]:
+        """`perturbations.masked_at_blocks` with the masks on the devices, placed once per config (a
+        denoising loop passes the same config every step) and once per distinct mask."""
+        if perturbations not in self._masks:
+            placed: dict[bytes, jax.Array] = {}
+            plan = []
+            for skips, masks in perturbations.masked_at_blocks(len(self._blocks)):
+                key = masks.tobytes() + bytes(str(masks.shape), "ascii")
+                if key not in placed:
+                    placed[key] = jax.device_put(masks, self._replicated)
+                plan.append((skips, placed[key]))
+            self._masks[perturbations] = tuple(plan)
+        return self._masks[perturbations]
 
     def __call__(
         self, *inputs: object, perturbations: BatchedPerturbationConfig
     ) -> tuple[jax.Array | None, jax.Array | None]:
         """The forward: `inputs` are what `prepare` takes after the outer state."""
         with self._compiling:  # a `compile_ahead` on another thread finishes first
+            plan = self._skip_plan(perturbations)
             xs, rest = self._prepare(self._outer_state, *inputs)
-            for idx, block in enumerate(self._blocks):
-                program = self._block_programs[block.graphdef]
-                xs = program(block.state, xs, rest, perturbations=perturbations.at_block(idx))
+            for block, (skips, masks) in zip(self._blocks, plan, strict=True):
+                xs = self._block_programs[block.graphdef](block.state, xs, rest, masks, skips=skips)
             return self._finish(self._outer_state, xs, rest)
 
     def compile_ahead(self, *inputs: object, perturbations: BatchedPerturbationConfig) -> None:
@@ -157,17 +176,19 @@ class BlockPrograms:
     def _compile(self, inputs: tuple, perturbations: BatchedPerturbationConfig) -> None:
         xs, rest = self._prepare.lower(self._outer_state, *inputs).compile().out_info
         outputs: dict[tuple, object] = {}  # one compilation per distinct program and inputs
-        for idx, block in enumerate(self._blocks):
-            key = (block.graphdef, perturbations.at_block(idx), tuple(jax.tree.leaves(xs)))
+        plan = perturbations.masked_at_blocks(len(self._blocks))
+        for block, (skips, masks) in zip(self._blocks, plan, strict=True):
+            key = (block.graphdef, skips, tuple(jax.tree.leaves(xs)))
             if key not in outputs:
-                lowered = self._block_programs[block.graphdef].lower(block.state, xs, rest, perturbations=key[1])
+                mask_shape = jax.ShapeDtypeStruct(masks.shape, masks.dtype, sharding=self._replicated)
+                lowered = self._block_programs[block.graphdef].lower(block.state, xs, rest, mask_shape, skips=skips)
                 outputs[key] = lowered.compile().out_info
             xs = outputs[key]
         self._finish.lower(self._outer_state, xs, rest).compile()
 
     def compiled(self) -> dict[str, int]:
         """How many programs each part has compiled: `block` counts one per distinct block structure
-        and perturbation set, whatever the number of blocks."""
+        and `MaskedSkips`, whatever the number of blocks."""
         return {
             "prepare": self._prepare._cache_size(),
             "block": sum(program._cache_size() for program in self._block_programs.values()),
