@@ -4,6 +4,8 @@
 #   files      random-weight LTX-2.3 files (scripts/make_synthetic_checkpoint.py, all 48 DiT and Gemma layers):
 #              the checkpoint, LoRA and upsampler on disk, the Gemma directory on the RAM disk
 #   compile    benchmarks/bench_compile.py: the 48-block DiT compiled whole against block programs (no files)
+#   blockcompile  bench_compile.py --modes blocks --shapes stage1 (the guided step's first call and forward),
+#              .trees/before's ltx_jax and this tree's alternately, twice each, one process each (no files)
 #   load       benchmarks/bench_load.py: ltx-core's SingleGPUModelBuilder and load_checkpoint after, twice each
 #   loadsweep  load_checkpoint with 8, 16 and 32 tensors in flight (placement.LOAD_THREADS), once each
 #   loadbase   load_checkpoint before this work (.trees/base), once
@@ -11,6 +13,8 @@
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
 #   reference2 ltx-pipelines again: its second run on a machine was 10.7 s faster than its first (2026-12-03)
+#   cold80     the cold run in the memory an 80 GB card has: XLA_PYTHON_CLIENT_MEM_FRACTION=0.53 (74 GiB of the
+#              H200's 140), its own empty cache
 #   coldbefore, warmbefore   the cold and warm runs of the tree before a change (its own compilation cache):
 #              git archive REV ltx_jax scripts benchmarks/bench_generate.py | tar -x -C .trees/before (carried)
 #   fp8cold, fp8warm   two-stage 1024x1536x121 with --quantization fp8-cast, cold and warm (its own cache)
@@ -46,6 +50,15 @@ checkpoint="$DATA/ltx-2.3-22b-dev.safetensors"
 if [[ " $PARTS " == *" compile "* ]]; then
     timeout 420 python3 benchmarks/bench_compile.py --repeats 3 --rounds 2 2>&1 | tee "$OUT/compile.txt"
 fi
+if [[ " $PARTS " == *" blockcompile "* ]]; then
+    for round in 1 2; do
+        for tree in .trees/before .; do
+            echo "== round $round, ltx_jax of $tree" | tee -a "$OUT/blockcompile.txt"
+            PYTHONPATH=/tmp/site:$PWD/$tree timeout 200 python3 benchmarks/bench_compile.py --modes blocks \
+                --shapes stage1 --rounds 3 --repeats 5 2>&1 | tee -a "$OUT/blockcompile.txt"
+        done
+    done
+fi
 if [[ " $PARTS " == *" load "* ]]; then
     timeout 200 python3 benchmarks/bench_load.py "$checkpoint" --trees . --repeats 2 2>&1 | tee "$OUT/load.txt"
 fi
@@ -70,6 +83,14 @@ for run in cold warm reference reference2; do
     mv "$OUT/$run/two-stage-${run%2}.log" "$OUT/two-stage-$run.log"
     rm -rf "${OUT:?}/$run"
 done
+if [[ " $PARTS " == *" cold80 "* ]]; then
+    mkdir -p "$OUT/cold80"
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.53 timeout 560 python3 benchmarks/bench_generate.py "$DATA/manifest.json" \
+        --flow two-stage --runs cold --cache-dir /tmp/compile_cache_80 --out-dir "$OUT/cold80" 2>&1 \
+        | tee "$OUT/generate-cold80.txt"
+    mv "$OUT/cold80/two-stage-cold.log" "$OUT/two-stage-cold80.log"
+    rm -rf "${OUT:?}/cold80"
+fi
 for run in coldbefore warmbefore; do  # the tree before a change (.trees/before, carried), its own cache
     [[ " $PARTS " == *" $run "* ]] || continue
     mkdir -p "$OUT/$run"  # its own folder: its log has the name of the cold and warm runs' logs
