@@ -100,6 +100,23 @@ def test_generates_many_without_compiling_again(pipe, tmp_path):
         assert container.streams.audio[0].sample_rate == 24000
 
 
+def test_the_video_and_audio_decoders_compile_on_threads_of_their_own(pipe, monkeypatch):
+    """After one another, the audio decoder (48 s to compile beside a production-size denoising on an
+    H200) was not compiled when decoding began."""
+    sequences = []
+    submit = pipe._compiler.submit
+
+    def recording(*submitted):
+        sequences.append([[getattr(c, "func", c).__qualname__ for c in sequence] for sequence in submitted])
+        return submit(*submitted)
+
+    monkeypatch.setattr(pipe._compiler, "submit", recording)
+    pipe("a red fox", seed=3, **SMALL)
+    (submitted,) = sequences
+    assert ["VideoDecoding.compile_ahead"] in submitted
+    assert ["AudioDecoding.compile_ahead"] in submitted
+
+
 def test_embeddings_prompt_and_no_guidance(pipe):
     """Contexts instead of text; without CFG no negative prompt is needed."""
     prompt, negative = pipe.encode("a fox", GenerationSettings(guidance=Guidance()))
