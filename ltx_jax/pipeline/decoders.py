@@ -128,17 +128,16 @@ class BackgroundCompiler:
 
     They start with the denoising, alongside the DiT's own first compilation: starting them after the
     DiT's first forward instead left them unfinished when decoding began (13 s more of decoding in a
-    cold two-stage run on an H200, docs/benchmarks.md). Stage 2's DiT, the video decoder and the audio
-    decoder compile on threads of their own: after one another on one thread, the decoders were not
-    ready when decoding began (18.5 s of video decoding), nor was the audio decoder (48 s to compile
-    beside the denoising) after the video's tiles once stage 1 compiled one block program (8.8 s more
-    of decoding). A compilation that fails here is only logged: the model compiles
+    cold two-stage run on an H200, docs/benchmarks.md). Two threads: after one another on one
+    thread, the decoders were not ready when decoding began (18.5 s of video decoding); a third
+    thread (the audio decoder on its own) slowed the cold stage 1 by 11 s. A compilation that fails
+    here is only logged: the model compiles
     the program again when called, and reports a real error there. `cancel` skips what has not
     started; one compilation in progress cannot be interrupted (XLA's compile is not), so a stopped
     run waits for it at exit.
     """
 
-    def __init__(self, threads: int = 3) -> None:
+    def __init__(self, threads: int = 2) -> None:
         self._executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="ltx-jax-compile")
         self._cancelled = threading.Event()
         self._submitted: list[concurrent.futures.Future] = []
@@ -179,9 +178,11 @@ def compile_after_stage_1(
     flow: Flow,
 ) -> None:
     """Has what runs after stage 1 for `request` compiled on `compiler`'s threads, each sequence in
-    the order it runs: on one, the upsampler and stage 2's DiT (every process runs them, and compiles
-    them); on the two others, the video decoder and the audio decoder (only process 0 decodes, and
-    compiles them)."""
+    the order it runs: on one, the upsampler, stage 2's DiT (every process runs them, and compiles
+    them), then the audio decoder; on the other, the video decoder (only process 0 decodes, and
+    compiles them). The audio decoder (48 s to compile beside a cold stage 1 on an H200) followed
+    the video's tiles until stage 1 compiled one block program: then decoding began before it was
+    compiled (8.8 s more of decoding), while the first thread was idle after stage 2's programs."""
     stage_2 = []
     if isinstance(components.upsample, Upsampling) and flow not in SINGLE_STAGE_FLOWS and not request.skip_stage_2:
         stage_1 = final_latent_shapes(components, dataclasses.replace(request, skip_stage_2=True), flow)[0]
@@ -193,7 +194,7 @@ def compile_after_stage_1(
         video_decoder.append(functools.partial(video.compile_ahead, video_shape, components.dtype))
         if flow != "a2vid" and request.prompt.audio is not None:  # a2vid returns its input audio
             audio_decoder.append(functools.partial(audio.compile_ahead, audio_shape))
-    compiler.submit(stage_2, video_decoder, audio_decoder)
+    compiler.submit(stage_2 + audio_decoder, video_decoder)
 
 
 def _compile_stage_2(components: Components, request: Request, flow: Flow) -> None:
