@@ -36,7 +36,9 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&
 # ltx-core 1.0.0 builds Gemma's vision tower as transformers 4.x names it: the reference runs with these
 python3 -m pip install -q --no-index --no-deps --target /tmp/site_ref .whl_ref/*.whl 2>&1 | grep -v "already exists"
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 LTX_JAX_CACHE_DIR=/tmp/ltx_cache
-if [[ " $PARTS " == *" files "* ]]; then
+if [[ " $PARTS " == *" files "* && -f "$DATA/manifest.json" ]]; then
+    echo "files: $DATA/manifest.json is there (a machine kept from the call before): not written again"
+elif [[ " $PARTS " == *" files "* ]]; then
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     df -h / /dev/shm | tail -2; free -g | head -2; nproc
     mkdir -p "$DATA" /dev/shm/gemma
