@@ -3,6 +3,7 @@
     python benchmarks/bench_decode_compile.py                      # LTX-2.3 configs, random weights
     XLA_FLAGS=--xla_gpu_autotune_level=0 python benchmarks/bench_decode_compile.py   # without autotuning
     python benchmarks/bench_decode_compile.py --tiny               # the --tiny synthetic configs (CPU check)
+    XLA_FLAGS=--xla_gpu_autotune_level=0 python benchmarks/bench_decode_compile.py --only audio
 
 The decoders come from the synthetic checkpoint's config (`scripts/make_synthetic_checkpoint.py`) with
 random weights, through `pipeline.components.decoder_callables` on a one-device mesh (the video in the
@@ -26,7 +27,8 @@ import jax.numpy as jnp  # noqa: E402
 from make_synthetic_checkpoint import checkpoint_config  # noqa: E402
 
 from ltx_jax.parallel import make_mesh  # noqa: E402
-from ltx_jax.pipeline.components import decoder_callables, decoder_modules  # noqa: E402
+from ltx_jax.pipeline.components import decoder_modules  # noqa: E402
+from ltx_jax.pipeline.decoders import decoder_callables  # noqa: E402
 
 
 def peak_gib() -> float:
@@ -43,6 +45,7 @@ def timed(fn: Callable[..., object], *args: object) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny configs and latents, to check the script")
+    parser.add_argument("--only", choices=["video", "audio"], help="one decoder (the other is built, not run)")
     args = parser.parse_args()
     config = checkpoint_config(tiny=args.tiny)
     start = time.perf_counter()
@@ -59,6 +62,8 @@ def main() -> None:
     video_latent = jax.random.normal(jax.random.key(0), (1, channels, frames, height, width), jnp.bfloat16)
     audio_latent = jax.random.normal(jax.random.key(1), (1, audio.get("z_channels", 8), audio_frames, 16), jnp.float32)
     for name, fn, inputs in (("video", decode_video, (video_latent, 0)), ("audio", decode_audio, (audio_latent,))):
+        if args.only not in (None, name):
+            continue
         first = timed(fn, *inputs)
         peak = peak_gib()
         warm = statistics.median(timed(fn, *inputs) for _ in range(3))
