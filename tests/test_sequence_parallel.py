@@ -16,6 +16,7 @@ from ltx_core_twin import default_inputs, relative_error
 import ltx_jax
 from ltx_jax import BatchedPerturbationConfig, Perturbation, PerturbationConfig, PerturbationType
 from ltx_jax.parallel import SequenceParallel, make_mesh
+from ltx_jax.parallel.block_programs import KEPT_MASK_PLANS
 from ltx_jax.parallel.exchange import gather_heads, lax_all_to_all, send_heads
 from ltx_jax.parallel.ulysses import UlyssesAttention
 
@@ -253,6 +254,15 @@ def test_block_programs_compile_one_block_for_all():
         (PerturbationConfig((Perturbation(PerturbationType.SKIP_VIDEO_SELF_ATTN, (0,)),)), PerturbationConfig())
     )
     assert_same(sp(video, audio, stg_first), single_device(model, video, audio, stg_first))
+    assert sp.compiled()["block"] == 2
+    (programs,) = sp._programs.values()
+    for block in range(KEPT_MASK_PLANS):  # each config's masks are placed once; only the latest few are kept
+        skip = Perturbation(PerturbationType.SKIP_VIDEO_SELF_ATTN, (block % 4,))
+        skipping = PerturbationConfig((skip,) * (1 + block // 4))  # a distinct config, the same skip
+        sp(video, audio, BatchedPerturbationConfig((skipping, PerturbationConfig())))
+    assert len(programs._masks) == KEPT_MASK_PLANS
+    assert stg not in programs._masks
+    assert_same(sp(video, audio, stg), single_device(model, video, audio, stg))
     assert sp.compiled()["block"] == 2
 
 

@@ -37,6 +37,7 @@ from ltx_jax.model.model import DIT_COMPILER_OPTIONS
 from ltx_jax.model.transformer_args import TransformerArgs
 from ltx_jax.parallel.mesh import SequenceAxes
 
+KEPT_MASK_PLANS = 8  # perturbation configs whose keep-masks stay on the devices (a guided run uses one or two)
 Streams = tuple[TransformerArgs | None, TransformerArgs | None]  # (video, audio) block inputs
 # prepare(outer state, video, audio) -> streams, inside the shard_map
 PrepareFn = Callable[[nnx.State, object, object], Streams]
@@ -151,6 +152,8 @@ class BlockPrograms:
                 if key not in placed:
                     placed[key] = jax.device_put(masks, self._replicated)
                 plan.append((skips, placed[key]))
+            if len(self._masks) == KEPT_MASK_PLANS:  # a caller varying its perturbations keeps a few, not all
+                del self._masks[next(iter(self._masks))]
             self._masks[perturbations] = tuple(plan)
         return self._masks[perturbations]
 
