@@ -6,7 +6,7 @@
     XLA_FLAGS=--xla_gpu_autotune_level=0 python benchmarks/bench_decode_compile.py --only audio
 
 The decoders come from the synthetic checkpoint's config (`scripts/make_synthetic_checkpoint.py`) with
-random weights, through `pipeline.components.decoder_callables` on a one-device mesh (the video in the
+random weights, through `pipeline.decoders.decoder_callables` on a one-device mesh (the video in the
 reference's tiles). Per decoder: the first call (compiling and running, no persistent cache), then the
 median of three more, and the process's peak device memory after each first call.
 """

@@ -173,13 +173,13 @@ def test_a_guided_step_runs_one_block_program_for_all_blocks():
     passes = BatchedPerturbationConfig(tuple(p for _, p in guidance_passes(guidance.video, guidance.audio)))
     plan = passes.masked_at_blocks(48)
     a2v, v2a, video_self, audio_self = PerturbationType
-    assert {skips for skips, _ in plan} == {MaskedSkips(4, (), (a2v, v2a, video_self, audio_self))}
+    assert {skips for skips, _ in plan} == {MaskedSkips((), (a2v, v2a, video_self, audio_self))}
     mod_skips, ptb_skips = [[1, 1, 1, 0]] * 2, [[1, 1, 0, 1]] * 2  # keep-masks of the passes in order
     np.testing.assert_array_equal(plan[28][1], mod_skips + ptb_skips)
     np.testing.assert_array_equal(plan[27][1], mod_skips + [[1, 1, 1, 1]] * 2)
     alone = BatchedPerturbationConfig((passes.perturbations[2],)).masked_at_blocks(48)
-    assert alone[28][0] == MaskedSkips(1, (video_self, audio_self))
-    assert {skips for idx, (skips, _) in enumerate(alone) if idx != 28} == {MaskedSkips(1)}
+    assert alone[28][0] == MaskedSkips((video_self, audio_self))
+    assert {skips for idx, (skips, _) in enumerate(alone) if idx != 28} == {MaskedSkips()}
 
 
 def test_image_at_frame_zero_equals_reference():

@@ -256,14 +256,44 @@ def test_block_programs_compile_one_block_for_all():
     assert_same(sp(video, audio, stg_first), single_device(model, video, audio, stg_first))
     assert sp.compiled()["block"] == 2
     (programs,) = sp._programs.values()
-    for block in range(KEPT_MASK_PLANS):  # each config's masks are placed once; only the latest few are kept
-        skip = Perturbation(PerturbationType.SKIP_VIDEO_SELF_ATTN, (block % 4,))
-        skipping = PerturbationConfig((skip,) * (1 + block // 4))  # a distinct config, the same skip
+    placed = programs._masks[stg_first]
+    sp(video, audio, stg_first)
+    assert programs._masks[stg_first] is placed  # placed once, then reused
+    for config in range(KEPT_MASK_PLANS):  # only the configs used last are kept
+        skip = Perturbation(PerturbationType.SKIP_VIDEO_SELF_ATTN, (config % 4,))
+        skipping = PerturbationConfig((skip,) * (1 + config // 4))  # a distinct config, the same skip
         sp(video, audio, BatchedPerturbationConfig((skipping, PerturbationConfig())))
+        sp(video, audio, stg)  # in use: kept
     assert len(programs._masks) == KEPT_MASK_PLANS
-    assert stg not in programs._masks
-    assert_same(sp(video, audio, stg), single_device(model, video, audio, stg))
+    assert stg in programs._masks
+    assert stg_first not in programs._masks
+    assert_same(sp(video, audio, stg_first), single_device(model, video, audio, stg_first))
     assert sp.compiled()["block"] == 2
+
+
+def test_block_programs_skip_what_every_sample_skips_and_mask_the_rest():
+    """Every kind of skip at once: sample 0 skips audio-to-video attention in every block and video
+    self-attention in block 1; sample 1 audio-to-video in block 2 (so both skip it there: not
+    computed), video-to-audio in block 0 and audio self-attention in block 3. Two block programs
+    (block 2's, the others'), and the unrolled model's result."""
+    cfg = dataclasses.replace(CFG, num_layers=4)
+    model = ltx_jax.LTXModel(cfg, rngs=nnx.Rngs(3), attention_backend="xla")
+    video, audio = inputs(cfg)
+    types = PerturbationType
+    mixed = BatchedPerturbationConfig((
+        PerturbationConfig((
+            Perturbation(types.SKIP_A2V_CROSS_ATTN, None),
+            Perturbation(types.SKIP_VIDEO_SELF_ATTN, (1,)),
+        )),
+        PerturbationConfig((
+            Perturbation(types.SKIP_A2V_CROSS_ATTN, (2,)),
+            Perturbation(types.SKIP_V2A_CROSS_ATTN, (0,)),
+            Perturbation(types.SKIP_AUDIO_SELF_ATTN, (3,)),
+        )),
+    ))  # fmt: skip
+    sp = SequenceParallel(model, make_mesh(4))
+    assert_same(sp(video, audio, mixed), single_device(model, video, audio, mixed))
+    assert sp.compiled() == {"whole": 0, "prepare": 1, "block": 2, "finish": 1}
 
 
 def test_compiled_ahead_from_shapes_is_not_compiled_again(model):

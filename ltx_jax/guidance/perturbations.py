@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from typing import Protocol
 
 import numpy as np
 
@@ -95,18 +96,19 @@ class BatchedPerturbationConfig:
         """Per block, what its program is compiled for and the keep-masks `(len(masked), B)` it takes.
 
         An attention that some but not all samples skip in some block is masked in every block where
-        not every sample skips it (a mask of ones computes `out * 1 + v * 0`, exactly `out`), so blocks
-        that differ only in which samples skip share one program. An attention every sample skips in a
-        block is not computed there, as in `at_block`.
+        not every sample skips it (a mask of ones computes `out * 1 + v * 0`: `out`, up to XLA's
+        rounding of a differently fused program), so blocks that differ only in which samples skip
+        share one program. An attention every sample skips in a block is not computed there, as in
+        `at_block`.
         """
         blocks = [self.at_block(idx) for idx in range(num_blocks)]
-        partly = {t for b in blocks for t in PerturbationType if b.any_in_batch(t) and not b.all_in_batch(t)}
+        partly_skipped = {t for b in blocks for t in PerturbationType if b.any_in_batch(t) and not b.all_in_batch(t)}
         plan = []
         for block in blocks:
             skipped = tuple(t for t in PerturbationType if block.all_in_batch(t))
-            masked = tuple(t for t in PerturbationType if t in partly and t not in skipped)
+            masked = tuple(t for t in PerturbationType if t in partly_skipped and t not in skipped)
             masks = np.stack([block.mask(t) for t in masked]) if masked else np.ones((0, len(self)), np.float32)
-            plan.append((MaskedSkips(len(self), skipped, masked), masks))
+            plan.append((MaskedSkips(skipped, masked), masks))
         return tuple(plan)
 
     @staticmethod
@@ -114,12 +116,23 @@ class BatchedPerturbationConfig:
         return BatchedPerturbationConfig(tuple(PerturbationConfig.empty() for _ in range(batch_size)))
 
 
+class BlockSkips(Protocol):
+    """What a block reads of its perturbations: `BlockPerturbations` (static, the unrolled forward) or
+    `MaskedBlockPerturbations` (keep-masks as inputs, the block programs)."""
+
+    def mask(self, perturbation_type: PerturbationType) -> object:
+        """`(B,)` keep-mask: 0 where the sample skips this attention."""
+        ...
+
+    def any_in_batch(self, perturbation_type: PerturbationType) -> bool: ...
+
+    def all_in_batch(self, perturbation_type: PerturbationType) -> bool: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class BlockPerturbations:
     """The perturbations of a batch at one block: for each attention some sample skips there, which
-    samples skip it. Blocks that skip the same things get equal (hashable) values, so a compiled block
-    program is shared by all of them.
-    """
+    samples skip it (hashable: a static argument of the jitted unrolled forward)."""
 
     batch_size: int
     skips: tuple[tuple[PerturbationType, tuple[bool, ...]], ...] = ()
@@ -143,12 +156,11 @@ class MaskedSkips:
     """What a block program is compiled for when keep-masks are its inputs: the attentions every sample
     skips (not computed) and those blended with a per-sample keep-mask given at run time."""
 
-    batch_size: int
     skipped: tuple[PerturbationType, ...] = ()
     masked: tuple[PerturbationType, ...] = ()
 
     def with_masks(self, masks: object) -> MaskedBlockPerturbations:
-        """`masks` `(len(self.masked), batch_size)`, rows in `masked`'s order (traced inside a program)."""
+        """`masks` `(len(self.masked), B)`, rows in `masked`'s order (traced inside a program)."""
         return MaskedBlockPerturbations(self, masks)
 
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from ltx_jax.config import LTXConfig
-from ltx_jax.guidance.perturbations import BlockPerturbations, PerturbationType
+from ltx_jax.guidance.perturbations import BlockSkips, PerturbationType
 from ltx_jax.model.adaln import adaln_embedding_coefficient
 from ltx_jax.model.attention import Attention, AttentionOps
 from ltx_jax.model.feed_forward import FeedForward
@@ -39,8 +39,9 @@ def ada_values(scale_shift_table: jax.Array, modulation: jax.Array, rows: slice)
 
 class BasicAVTransformerBlock(nnx.Module):
     """One block. Unlike ltx-core's, it does not hold its index: the model hands it the perturbations
-    resolved for its position (`BatchedPerturbationConfig.at_block`), so blocks that skip the same
-    attentions are the same program (`ltx_jax.parallel.block_programs` compiles it once)."""
+    resolved for its position (`BatchedPerturbationConfig.at_block`, or `masked_at_blocks` with the
+    keep-masks as inputs), so blocks that skip the same kinds of attention are the same program
+    (`ltx_jax.parallel.block_programs` compiles it once)."""
 
     def __init__(self, cfg: LTXConfig, *, rngs: nnx.Rngs, param_dtype: jnp.dtype) -> None:
         self.norm_eps = cfg.norm_eps
@@ -87,7 +88,7 @@ class BasicAVTransformerBlock(nnx.Module):
         self,
         video: TransformerArgs | None,
         audio: TransformerArgs | None,
-        perturbations: BlockPerturbations,
+        perturbations: BlockSkips,
         attention_ops: AttentionOps,
     ) -> tuple[TransformerArgs | None, TransformerArgs | None]:
         vx = video.x if video is not None else None
@@ -124,7 +125,7 @@ class BasicAVTransformerBlock(nnx.Module):
         args: TransformerArgs,
         prefix: str,
         skip: PerturbationType,
-        perturbations: BlockPerturbations,
+        perturbations: BlockSkips,
         attention_ops: AttentionOps,
     ) -> jax.Array:
         name = f"{prefix}attn1"
@@ -172,7 +173,7 @@ class BasicAVTransformerBlock(nnx.Module):
         audio: TransformerArgs,
         run_a2v: bool,
         run_v2a: bool,
-        perturbations: BlockPerturbations,
+        perturbations: BlockSkips,
         attention_ops: AttentionOps,
     ) -> tuple[jax.Array, jax.Array]:
         # Both directions read the state after text cross-attention, before either update.

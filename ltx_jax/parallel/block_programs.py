@@ -143,18 +143,23 @@ class BlockPrograms:
 
     def _skip_plan(self, perturbations: BatchedPerturbationConfig) -> tuple[tuple[MaskedSkips, jax.Array], ...]:
         """`perturbations.masked_at_blocks` with the masks on the devices, placed once per config (a
-        denoising loop passes the same config every step) and once per distinct mask."""
-        if perturbations not in self._masks:
-            placed: dict[bytes, jax.Array] = {}
-            plan = []
-            for skips, masks in perturbations.masked_at_blocks(len(self._blocks)):
-                key = masks.tobytes() + bytes(str(masks.shape), "ascii")
-                if key not in placed:
-                    placed[key] = jax.device_put(masks, self._replicated)
-                plan.append((skips, placed[key]))
-            if len(self._masks) == KEPT_MASK_PLANS:  # a caller varying its perturbations keeps a few, not all
-                del self._masks[next(iter(self._masks))]
-            self._masks[perturbations] = tuple(plan)
+        denoising loop passes the same config every step) and once per distinct mask; the
+        `KEPT_MASK_PLANS` configs used last are kept."""
+        if perturbations in self._masks:
+            self._masks[perturbations] = self._masks.pop(perturbations)  # the most recently used last
+            return self._masks[perturbations]
+        placed: dict[tuple, jax.Array] = {}
+        plan = []
+        for skips, masks in perturbations.masked_at_blocks(len(self._blocks)):
+            key = (masks.shape, masks.tobytes())
+            if key not in placed:
+                # built per process, shard by shard (as SequenceParallel places host inputs): device_put
+                # would compare the value across processes first
+                placed[key] = jax.make_array_from_callback(masks.shape, self._replicated, lambda i, m=masks: m[i])
+            plan.append((skips, placed[key]))
+        if len(self._masks) == KEPT_MASK_PLANS:  # a caller varying its perturbations keeps a few, not all
+            del self._masks[next(iter(self._masks))]
+        self._masks[perturbations] = tuple(plan)
         return self._masks[perturbations]
 
     def __call__(

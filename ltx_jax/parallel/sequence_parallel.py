@@ -141,7 +141,8 @@ class SequenceParallel:
             materialized, any dtype) or "auto" (cuDNN where it can run the block, else XLA: float32
             models and CPUs get XLA).
         block_programs: run each transformer block as its own compiled program, shared by every
-            block with the same structure and perturbations (`ltx_jax.parallel.block_programs`):
+            block with the same structure and kinds of skipped attention (`MaskedSkips`; which samples
+            skip is an input, `ltx_jax.parallel.block_programs`):
             compiling takes the time of one block instead of all of them. False compiles the whole
             forward as one program, blocks unrolled (what `lower` shows either way).
     """

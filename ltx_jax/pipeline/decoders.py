@@ -128,13 +128,13 @@ class BackgroundCompiler:
 
     They start with the denoising, alongside the DiT's own first compilation: starting them after the
     DiT's first forward instead left them unfinished when decoding began (13 s more of decoding in a
-    cold two-stage run on an H200, docs/benchmarks.md). Two threads: after one another on one
-    thread, the decoders were not ready when decoding began (18.5 s of video decoding); a third
-    thread (the audio decoder on its own) slowed the cold stage 1 by 11 s. A compilation that fails
-    here is only logged: the model compiles
-    the program again when called, and reports a real error there. `cancel` skips what has not
-    started; one compilation in progress cannot be interrupted (XLA's compile is not), so a stopped
-    run waits for it at exit.
+    cold two-stage run on an H200, docs/benchmarks.md). Two threads: with stage 2's programs and the
+    decoders all on one, the decoders were not ready when decoding began (18.5 s of video decoding);
+    a third one (the audio decoder on its own) slowed the cold stage 1 by 11 s, as its autotuning
+    shares the GPU with the denoising. A compilation that fails here is only logged: the model
+    compiles the program again when called, and reports a real error there. `cancel` skips what has
+    not started; one compilation in progress cannot be interrupted (XLA's compile is not), so a
+    stopped run waits for it at exit.
     """
 
     def __init__(self, threads: int = 2) -> None:
@@ -178,11 +178,11 @@ def compile_after_stage_1(
     flow: Flow,
 ) -> None:
     """Has what runs after stage 1 for `request` compiled on `compiler`'s threads, each sequence in
-    the order it runs: on one, the upsampler, stage 2's DiT (every process runs them, and compiles
-    them), then the audio decoder; on the other, the video decoder (only process 0 decodes, and
-    compiles them). The audio decoder (48 s to compile beside a cold stage 1 on an H200) followed
-    the video's tiles until stage 1 compiled one block program: then decoding began before it was
-    compiled (8.8 s more of decoding), while the first thread was idle after stage 2's programs."""
+    the order it runs: on one, the upsampler and stage 2's DiT (every process runs them, and compiles
+    them), then the audio decoder; on the other, the video decoder. Only process 0 decodes, and only
+    it compiles the decoders. The audio decoder (48 s to compile beside a cold stage 1 on an H200)
+    followed the video's tiles until stage 1 compiled one block program; then decoding began before
+    it was compiled (8.8 s more of decoding), while the first thread was idle after stage 2's."""
     stage_2 = []
     if isinstance(components.upsample, Upsampling) and flow not in SINGLE_STAGE_FLOWS and not request.skip_stage_2:
         stage_1 = final_latent_shapes(components, dataclasses.replace(request, skip_stage_2=True), flow)[0]
