@@ -9,6 +9,7 @@
 #   load       benchmarks/bench_load.py: ltx-core's SingleGPUModelBuilder and load_checkpoint after, twice each
 #   loadsweep  load_checkpoint with 8, 16 and 32 tensors in flight (placement.LOAD_THREADS), once each
 #   loadbase   load_checkpoint before this work (.trees/base), once
+#   loadparts  benchmarks/bench_load_parts.py: 16 GB of the DiT's tensors read alone, put alone, and both (16 threads)
 #   loadlora   load_checkpoint and load_lora (the distilled LoRA) of .trees/before and of this tree, twice each
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
@@ -68,6 +69,10 @@ fi
 if [[ " $PARTS " == *" loadsweep "* ]]; then  # ltx-jax's loader with 8, 16 and 32 tensors in flight, once each
     timeout 200 python3 benchmarks/bench_load.py "$checkpoint" --no-torch --repeats 1 --load-threads 8 16 32 2>&1 \
         | tee "$OUT/loadsweep.txt"
+fi
+if [[ " $PARTS " == *" loadparts "* ]]; then
+    timeout 300 python3 benchmarks/bench_load_parts.py "$checkpoint" --gigabytes 16 --threads 16 --repeats 2 2>&1 \
+        | tee "$OUT/loadparts.txt"
 fi
 if [[ " $PARTS " == *" loadbase "* ]]; then  # the loader before this work, once
     timeout 140 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/base --repeats 1 --no-torch 2>&1 \
