@@ -5,25 +5,26 @@ alone, and both together as the loader runs them, on one device, the page cache 
         [--threads 16] [--repeats 2]
 
 The DiT's tensors (`model.diffusion_model.` keys) in file order, up to `--gigabytes`, read once before
-timing so that the page cache holds them. Per repeat, `--threads` tensors at a time
-(`placement.LOAD_THREADS` is the loader's count):
+timing so that the page cache holds them. Per repeat, `--threads` tensors at a time through the
+loader's own `placement.place_concurrently` (its `LOAD_THREADS` set to `--threads`):
     read      `SafetensorsFile.read` of each tensor into a fresh host buffer (the loader's read)
     put       `jax.device_put` of the arrays `read` returned, waited for
-    read+put  each thread reads a tensor, then puts it and waits, as `placement.place_concurrently` does
-              (without the device transposes of Linear weights)
+    read+put  each thread reads a tensor, then puts it and waits, as the loader does (without the device
+              transposes of Linear weights)
 If read+put runs near the slower of read and put, that part bounds loading; if well below both, the two
 contend (for the GIL, memory bandwidth or the copy engine) and overlapping them is the lever.
 """
 
 import argparse
+import functools
 import statistics
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import numpy as np
 
+from ltx_jax.convert import placement
 from ltx_jax.convert.safetensors_file import SafetensorsFile
 
 DIT_PREFIX = "model.diffusion_model."
@@ -42,11 +43,6 @@ def dit_keys(file: SafetensorsFile, gigabytes: float) -> list[str]:
     if not chosen:
         raise ValueError(f"no DiT tensor ({DIT_PREFIX}*) fits in --gigabytes {gigabytes}; give more.")
     return chosen
-
-
-def concurrently(threads: int, jobs: list[Callable[[], object]]) -> list[object]:
-    with ThreadPoolExecutor(threads) as pool:
-        return [future.result() for future in [pool.submit(job) for job in jobs]]
 
 
 def timed(work: Callable[[], object]) -> float:
@@ -71,14 +67,20 @@ def main() -> None:
     size = f"{len(keys)} tensors, {nbytes / 1e9:.2f} GB"
     print(f"{device.device_kind}; jax {jax.__version__}; {size}; {args.threads} threads", flush=True)
 
-    def read() -> list[np.ndarray]:
-        return concurrently(args.threads, [lambda k=k: file.read(k) for k in keys])
+    placement.LOAD_THREADS = args.threads
+    sizes = {key: file.info(key).nbytes for key in keys}
 
-    def put(arrays: list[np.ndarray]) -> None:
-        concurrently(args.threads, [lambda a=a: jax.device_put(a, device).block_until_ready() for a in arrays])
+    def concurrently(job: Callable[[str], object]) -> dict:
+        return placement.place_concurrently({k: functools.partial(job, k) for k in keys}, sizes, "", progress=False)
+
+    def read() -> dict[str, np.ndarray]:
+        return concurrently(file.read)
+
+    def put(arrays: dict[str, np.ndarray]) -> None:
+        concurrently(lambda key: jax.device_put(arrays[key], device))
 
     def read_and_put() -> None:
-        concurrently(args.threads, [lambda k=k: jax.device_put(file.read(k), device).block_until_ready() for k in keys])
+        concurrently(lambda key: jax.device_put(file.read(key), device))
 
     arrays = read()
     rows: dict[str, list[float]] = {"read": [], "put": [], "read+put": []}
