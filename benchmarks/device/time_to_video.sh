@@ -82,23 +82,17 @@ if [[ " $PARTS " == *" loadlora "* ]]; then
     timeout 300 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/before . --repeats 2 --no-torch \
         --lora "$DATA/ltx-2.3-22b-distilled-lora-384.safetensors" 2>&1 | tee "$OUT/loadlora.txt"
 fi
-for run in cold warm reference reference2; do
+for run in cold warm reference reference2 cold80 cold60; do
     [[ " $PARTS " == *" $run "* ]] || continue
     site=/tmp/site; [[ $run == reference* ]] && site=/tmp/site_ref:/tmp/site
+    runs=${run%2} cache=/tmp/compile_cache fraction=  # none: JAX's default share of the GPU
+    [[ $run == cold?0 ]] && runs=cold cache=/tmp/compile_cache_$run fraction=0.53
+    [[ $run == cold60 ]] && fraction=0.42
     mkdir -p "$OUT/$run"
-    PYTHONPATH=$site:$PWD timeout 560 python3 benchmarks/bench_generate.py "$DATA/manifest.json" --flow two-stage \
-        --runs "${run%2}" --cache-dir /tmp/compile_cache --out-dir "$OUT/$run" 2>&1 | tee "$OUT/generate-$run.txt"
-    mv "$OUT/$run/two-stage-${run%2}.log" "$OUT/two-stage-$run.log"
-    rm -rf "${OUT:?}/$run"
-done
-for run in cold80 cold60; do
-    [[ " $PARTS " == *" $run "* ]] || continue
-    fraction=0.53; [[ $run == cold60 ]] && fraction=0.42
-    mkdir -p "$OUT/$run"
-    XLA_PYTHON_CLIENT_MEM_FRACTION=$fraction timeout 560 python3 benchmarks/bench_generate.py "$DATA/manifest.json" \
-        --flow two-stage --runs cold --cache-dir "/tmp/compile_cache_$run" --out-dir "$OUT/$run" 2>&1 \
+    env ${fraction:+XLA_PYTHON_CLIENT_MEM_FRACTION=$fraction} PYTHONPATH=$site:$PWD timeout 560 python3 \
+        benchmarks/bench_generate.py "$DATA/manifest.json" --flow two-stage --runs "$runs" --cache-dir "$cache" --out-dir "$OUT/$run" 2>&1 \
         | tee "$OUT/generate-$run.txt"
-    mv "$OUT/$run/two-stage-cold.log" "$OUT/two-stage-$run.log"
+    mv "$OUT/$run/two-stage-$runs.log" "$OUT/two-stage-$run.log"
     rm -rf "${OUT:?}/$run"
 done
 for run in coldbefore warmbefore; do  # the tree before a change (.trees/before, carried), its own cache
