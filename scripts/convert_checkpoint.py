@@ -6,7 +6,7 @@
 
 Only the DiT (`model.diffusion_model.*`) is converted; the text connectors, VAEs and vocoder in the
 same file are reported and left to their own loaders. fp8-scaled weights are dequantized, LoRAs
-fused. Memory stays near twice the largest tensor plus a 64 MB write buffer; a failed or interrupted run
+fused. Memory stays near twice the largest tensor plus a 256 MB part; a failed or interrupted run
 leaves no OUT_DIR. Load the result with `ltx_jax.load_checkpoint(OUT_DIR, mesh=..., dtype=...)`.
 
 One process, no --coordinator-address/--num-processes/--process-id: conversion is a host-side file

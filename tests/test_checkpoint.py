@@ -14,10 +14,12 @@ from flax import nnx
 from ltx_core.loader.fuse_loras import apply_loras
 from ltx_core.loader.primitives import LoraStateDictWithStrength, StateDict
 from ltx_core_twin import default_inputs, relative_error, run_jax, torch_model
+from orbax.checkpoint import v1 as ocp
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import ltx_jax
+from ltx_jax.convert import orbax_parts
 from ltx_jax.convert.dit_tensors import Lora
 from ltx_jax.convert.lora import load_lora
 from ltx_jax.convert.safetensors_file import SafetensorsFile
@@ -67,6 +69,36 @@ def test_convert_and_load_bit_exact(tmp_path, reference, file_dtype, dtype):
         model, cfg = ltx_jax.load_checkpoint(path, dtype=dtype, attention_backend="xla")
         assert cfg == CFG
         assert_identical(model, expected, dtype)
+
+
+def test_a_conversion_in_many_parts_and_one_of_format_1_load_bit_exact(tmp_path, reference, monkeypatch):
+    """Parts of a few tensors each (PART_BYTES lowered) restore to the same model; so does a format-1
+    directory (the parameters in one Orbax checkpoint, written here by partial saves as before parts)."""
+    src = tmp_path / "ltx.safetensors"
+    state = reference.state_dict()
+    write_checkpoint(src, CFG, official_state(state, torch.float32))
+    monkeypatch.setattr(orbax_parts, "PART_BYTES", 4096)
+    ltx_jax.convert_checkpoint(src, tmp_path / "parts", dtype="float32", progress=False)
+    manifest = json.loads((tmp_path / "parts" / "ltx_jax_checkpoint.json").read_text())
+    assert len(manifest["parts"]) == len(os.listdir(tmp_path / "parts" / "params")) > 10
+    expected = expected_outputs(state, jnp.float32)
+    assert_identical(
+        ltx_jax.load_checkpoint(tmp_path / "parts", dtype=jnp.float32, attention_backend="xla")[0],
+        expected,
+        jnp.float32,
+    )
+
+    model = ltx_jax.LTXModel(CFG, rngs=nnx.Rngs(0), param_dtype=jnp.float32)
+    params = {
+        path: np.asarray(v.get_value())
+        for path, v in nnx.to_flat_state(nnx.state(ltx_jax.load_state_dict(model, state), nnx.Param))
+    }
+    old = tmp_path / "format1"
+    for half in (dict(list(params.items())[::2]), dict(list(params.items())[1::2])):
+        ocp.partial.save(old / "params", orbax_parts.nest(half))
+    ocp.partial.finalize(old / "params")
+    (old / "ltx_jax_checkpoint.json").write_text(json.dumps({**manifest, "format": 1, "parts": None}))
+    assert_identical(ltx_jax.load_checkpoint(old, dtype=jnp.float32, attention_backend="xla")[0], expected, jnp.float32)
 
 
 def test_fp8_scaled_weights_dequantize(tmp_path, reference):
@@ -288,7 +320,7 @@ def test_interrupted_conversion_leaves_nothing(tmp_path, reference, monkeypatch)
         calls.append(1)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("ltx_jax.convert.checkpoint.ocp.partial.finalize", interrupt)
+    monkeypatch.setattr("ltx_jax.convert.orbax_parts.ocp.save", interrupt)
     with pytest.raises(KeyboardInterrupt):
         ltx_jax.convert_checkpoint(src, tmp_path / "out", progress=False)
     assert calls

@@ -99,7 +99,7 @@ def test_a_signal_during_conversion_leaves_no_directory(tmp_path, signum):
         f"sys.path.insert(0, {str(ROOT / 'scripts')!r})\n"
         "import ltx_jax.convert.checkpoint as checkpoint\n"
         "write = checkpoint._write_params\n"
-        "checkpoint._write_params = lambda *args: (time.sleep(60), write(*args))\n"
+        "checkpoint._write_params = lambda *args: (time.sleep(60), write(*args))[1]\n"
         "import convert_checkpoint\n"
         f"sys.exit(convert_checkpoint.main([{str(src)!r}, {str(tmp_path / 'out')!r}]))\n"
     )

@@ -8,7 +8,7 @@ from flax import nnx
 from ltx_core_twin import torch_model
 
 import ltx_jax
-from ltx_jax.convert.state_dict import DIT_PREFIX
+from ltx_jax.convert.state_dict import DIT_PREFIX, transpose
 
 CFG = ltx_jax.LTXConfig.tiny(apply_gated_attention=True, cross_attention_adaln=True)
 
@@ -20,6 +20,16 @@ def reference_state():
 
 def fresh_model() -> ltx_jax.LTXModel:
     return ltx_jax.LTXModel(CFG, rngs=nnx.Rngs(1))
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, np.float32, np.int8])
+def test_the_host_transpose_moves_every_element_across_tile_edges(dtype):
+    """Shapes that are not multiples of the 128 x 128 tiles, so edge tiles are partial."""
+    matrix = np.arange(300 * 259).reshape(300, 259).astype(dtype)
+    transposed = transpose(matrix)
+    assert transposed.dtype == matrix.dtype
+    assert transposed.flags.c_contiguous
+    np.testing.assert_array_equal(transposed.view(np.uint8), np.ascontiguousarray(matrix.T).view(np.uint8))
 
 
 def test_keys_transposes_and_values(reference_state):

@@ -2,11 +2,12 @@
 
 A converted checkpoint is a directory:
     ltx_jax_checkpoint.json   format version, the LTXConfig, dtype, model_version, source, LoRAs
-    params/                   an Orbax PyTree checkpoint of the parameters in JAX layout, keyed by
-                              their module paths (`transformer_blocks/3/attn1/to_q/kernel`)
+    params/00000, 00001, ...  Orbax PyTree checkpoints ("parts", `orbax_parts`) of the parameters in JAX
+                              layout, keyed by their module paths (`transformer_blocks/3/attn1/to_q/kernel`);
+                              the manifest lists each part's keys (format 1: `params/` is one checkpoint)
 
-Conversion streams: tensors are read, converted and written a few hundred MB at a time (Orbax
-partial saves), into a hidden temporary directory that is renamed into place only when complete.
+Conversion streams: tensors are read, converted and written 256 MB at a time, a part each, into a hidden
+temporary directory that is renamed into place only when complete.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from orbax.checkpoint import v1 as ocp
 
 from ltx_jax.config import LTXConfig
 from ltx_jax.convert.dit_tensors import DitTensors, Lora, checkpoint_config, parse_dtype
+from ltx_jax.convert.orbax_parts import PartWriter, lookup, nest, restore_parts
 from ltx_jax.convert.placement import Progress, place_parameter, place_table
 from ltx_jax.convert.safetensors_file import SafetensorsFile
 from ltx_jax.convert.state_dict import expected_keys, set_params, transpose
@@ -48,8 +50,8 @@ from ltx_jax.parallel.sharding import param_sharding
 
 FORMAT_FILE = "ltx_jax_checkpoint.json"
 PARAMS_DIR = "params"
-FORMAT_VERSION = 1
-FLUSH_BYTES = 64 * 2**20  # converted bytes held in memory before an Orbax partial save
+FORMAT_VERSION = 2  # 2: parts (orbax_parts); 1: one checkpoint written by Orbax partial saves
+READABLE_FORMATS = (1, 2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,23 +68,6 @@ class ConversionSummary:
             f"converted {self.tensors} tensors, {self.bytes / 1e9:.2f} GB {self.dtype}, in {self.seconds:.1f} s "
             f"({self.bytes / 1e6 / max(self.seconds, 1e-9):.0f} MB/s); left for their own loaders: {skipped}"
         )
-
-
-def _nest(flat: Mapping[tuple[Any, ...], Any]) -> dict[str, Any]:
-    """`{("a", 0, "b"): x}` -> `{"a": {"0": {"b": x}}}`, the layout stored in Orbax."""
-    tree: dict[str, Any] = {}
-    for path, value in flat.items():
-        node = tree
-        for part in path[:-1]:
-            node = node.setdefault(str(part), {})
-        node[str(path[-1])] = value
-    return tree
-
-
-def _lookup(tree: Mapping[str, Any], path: tuple[Any, ...]) -> Any:  # noqa: ANN401 - a stored leaf
-    for part in path:
-        tree = tree[str(part)]
-    return tree
 
 
 def convert_checkpoint(
@@ -114,9 +99,9 @@ def convert_checkpoint(
     bar = Progress(total, f"converting {os.path.basename(os.fspath(src))}", progress)
     try:
         os.makedirs(tmp)
-        _write_params(os.path.join(tmp, PARAMS_DIR), tensors, table, bar)
+        parts = _write_params(os.path.join(tmp, PARAMS_DIR), tensors, table, bar)
         with open(os.path.join(tmp, FORMAT_FILE), "w") as f:
-            json.dump(_manifest(cfg, target, model_version, src, loras), f, indent=1)
+            json.dump(_manifest(cfg, target, model_version, src, loras) | {"parts": parts}, f, indent=1)
         os.rename(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -126,30 +111,25 @@ def convert_checkpoint(
     return ConversionSummary(len(table), bar.done, target.name, time.perf_counter() - start, tensors.skipped)
 
 
-def _write_params(path: str, tensors: DitTensors, table: Mapping[str, tuple], bar: Progress) -> None:
-    """Streams the parameters into an Orbax checkpoint, at most FLUSH_BYTES (plus one tensor) held.
+def _write_params(path: str, tensors: DitTensors, table: Mapping[str, tuple], bar: Progress) -> list[list[str]]:
+    """Streams the parameters into parts (`orbax_parts.PartWriter`), at most `PART_BYTES` (plus one
+    tensor) held; returns each part's keys.
 
     Uncompressed: zstd saves about a fifth of the disk on bf16 weights but cuts the write rate
     about threefold on this path.
     """
     context = ocp.Context()
     context.array.saving.use_compression = False
-    pending: dict[tuple[Any, ...], np.ndarray] = {}
-    pending_bytes = 0
+    writer = PartWriter(path)
     with context:
         for key, (param_path, transposed, _, _) in table.items():
             raise_if_signalled()
             array = tensors.read(key)
             if transposed:  # rebinding drops the untransposed copy at once
                 array = transpose(array)
-            if pending and pending_bytes + array.nbytes > FLUSH_BYTES:
-                ocp.partial.save(path, _nest(pending))
-                pending, pending_bytes = {}, 0
-            pending[param_path] = array
-            pending_bytes += array.nbytes
+            writer.add(param_path, array)
             bar.update(array.nbytes)
-        ocp.partial.save(path, _nest(pending))
-        ocp.partial.finalize(path)
+        return writer.close()
 
 
 def _manifest(cfg: LTXConfig, dtype: np.dtype, model_version: str | None, src: Any, loras: Sequence[Lora]) -> dict:
@@ -171,9 +151,10 @@ def converted_manifest(path: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"{os.fspath(path)} is not a converted ltx-jax checkpoint: it has no {FORMAT_FILE}.")
     with open(manifest_path) as f:
         manifest = json.load(f)
-    if manifest.get("format") != FORMAT_VERSION:
+    if manifest.get("format") not in READABLE_FORMATS:
         raise ValueError(
-            f"{os.fspath(path)}: checkpoint format {manifest.get('format')!r}; this ltx-jax reads {FORMAT_VERSION}."
+            f"{os.fspath(path)}: checkpoint format {manifest.get('format')!r}; this ltx-jax reads formats "
+            f"{', '.join(map(str, READABLE_FORMATS))}: convert the .safetensors file again with this version."
         )
     return manifest
 
@@ -278,14 +259,16 @@ def _load_converted(
     model = LTXModel.abstract(cfg, stored, attention_backend)
     flat = dict(nnx.to_flat_state(nnx.state(model, nnx.Param)))
     shapes = {p: v.get_value().shape for p, v in flat.items()}
-    abstract = _nest(
-        {
-            p: jax.ShapeDtypeStruct(shape, stored, sharding=_sharding(shape, mesh, shard_weights))
-            for p, shape in shapes.items()
-        }
-    )
-    restored = ocp.load(os.path.join(path, PARAMS_DIR), abstract)
-    values = {p: _lookup(restored, p) for p in flat}
+    abstract = {
+        p: jax.ShapeDtypeStruct(shape, stored, sharding=_sharding(shape, mesh, shard_weights))
+        for p, shape in shapes.items()
+    }
+    params = os.path.join(path, PARAMS_DIR)
+    if manifest["format"] == 1:
+        restored = ocp.load(params, nest(abstract))
+        values = {p: lookup(restored, p) for p in flat}
+    else:
+        values = restore_parts(params, manifest["parts"], abstract)
     fp8 = {path for key, (path, *_) in expected_keys(model).items() if is_fp8_cast_key(key)}
     if quantization != "fp8-cast":
         fp8 = set()

@@ -19,7 +19,7 @@ from ltx_jax.convert.placement import place_table
 
 DIT_PREFIX = "model.diffusion_model."
 _SHOWN = 8  # offending keys listed per kind of problem
-_TILE_ROWS, _TILE_COLS = 256, 4096  # transpose tiles that stay in cache
+_TILE = 128  # transpose tiles (128 x 128) that stay in cache
 
 
 def param_key(path: tuple[Any, ...], ndim: int = 2) -> tuple[str, bool]:
@@ -61,16 +61,19 @@ def to_numpy(value: Any) -> np.ndarray:  # noqa: ANN401 - torch tensors, numpy o
 def transpose(matrix: np.ndarray) -> np.ndarray:
     """A contiguous transposed copy of a 2-D array, tile by tile.
 
-    A plain `ascontiguousarray(a.T)` strides through memory and runs at ~0.3 GB/s here; copying
-    256 x 4096 tiles keeps both sides in cache and is about five times faster. Moves raw bits, so
-    ml_dtypes' bfloat16 goes through the native-integer path too.
+    A plain `ascontiguousarray(a.T)` strides through memory, and with LTX-2's power-of-two widths every
+    element of a column falls in the same cache set: 0.03 GB/s for a 4096 x 16384 bf16 weight on the
+    2-core CI machine. Each 128 x 128 tile is copied out contiguously, transposed within the cache, and
+    written back a row at a time: 0.85-1.6 GB/s there (benchmarks/bench_convert.py). Moves raw bits,
+    so ml_dtypes' bfloat16 goes through the native-integer path too.
     """
     bits = matrix.view(np.dtype(f"uint{8 * matrix.dtype.itemsize}"))
     rows, cols = bits.shape
     out = np.empty((cols, rows), bits.dtype)
-    for i in range(0, rows, _TILE_ROWS):
-        for j in range(0, cols, _TILE_COLS):
-            out[j : j + _TILE_COLS, i : i + _TILE_ROWS] = bits[i : i + _TILE_ROWS, j : j + _TILE_COLS].T
+    for i in range(0, rows, _TILE):
+        for j in range(0, cols, _TILE):
+            tile = np.ascontiguousarray(bits[i : i + _TILE, j : j + _TILE])
+            out[j : j + _TILE, i : i + _TILE] = np.ascontiguousarray(tile.T)
     return out.view(matrix.dtype)
 
 
