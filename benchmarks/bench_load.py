@@ -5,31 +5,57 @@ process, the page cache warm (every file is read once before the first timed loa
     python benchmarks/bench_load.py /tmp/synth/ltx-2.3-22b-dev.safetensors [--trees .trees/base .] [--repeats 2] \
         [--load-threads 8 16 32] [--lora /tmp/synth/ltx-2.3-22b-distilled-lora-384.safetensors]
 
-`--trees` names directories that each hold an `ltx_jax` package (e.g. `git archive REV ltx_jax`), timed
-one after another in the same run: a loader before and after a change. Each line: seconds and GB/s of
-the DiT's bytes (the file's other components are not loaded by either). `--lora` adds rows for ltx-jax's
-`load_lora` of that file (its factors, unfused, for the checkpoint's DiT), per tree, after the DiT's.
+The checkpoint may also be a directory written by `convert_checkpoint` (with `--no-torch`: ltx-core reads
+`.safetensors` only). `--trees` names directories that each hold an `ltx_jax` package (e.g. `git archive
+REV ltx_jax`), timed one after another in the same run: a loader before and after a change. Each line:
+seconds and GB/s of the DiT's bytes (the file's other components are not loaded by either); ltx-jax's lines
+add, within that time, the backend's start, compiling (summed over threads: the device transposes'
+programs), `place_table` (reading and placing a `.safetensors` file's tensors) and `set_params`; the rest
+is the abstract model and its key table (and a converted directory's restore). `--lora` adds rows for
+ltx-jax's `load_lora` of that file (its factors, unfused, for the checkpoint's DiT), per tree, after the
+DiT's.
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import time
 
 JAX_CHILD = """
-import sys, time
+import json, sys, time
 import jax, jax.numpy as jnp
 from flax import nnx
 import ltx_jax
+import ltx_jax.convert.checkpoint as checkpoint
 from ltx_jax.convert import placement
 if sys.argv[2] != "default":  # else the tree's own
     placement.LOAD_THREADS = int(sys.argv[2])
+phases = {"compiling": 0.0}
+def timed(name, function):
+    def call(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            phases[name] = phases.get(name, 0.0) + time.perf_counter() - start
+    return call
+for name in ("place_table", "set_params"):  # the loader's steps, where this tree's loader has them
+    if hasattr(checkpoint, name):
+        setattr(checkpoint, name, timed(name, getattr(checkpoint, name)))
+def compiled(event, seconds, **_):
+    if event == "/jax/core/compile/backend_compile_duration":
+        phases["compiling"] += seconds
+jax.monitoring.register_event_duration_secs_listener(compiled)
 start = time.perf_counter()
+jax.devices()  # the backend's start (CUDA context, memory pool), timed within the load as torch's is
+phases["backend start"] = time.perf_counter() - start
 model, cfg = ltx_jax.load_checkpoint(sys.argv[1], dtype=jnp.bfloat16)
 leaves = jax.block_until_ready(jax.tree.leaves(nnx.state(model)))
 seconds = time.perf_counter() - start
 print("RESULT", seconds, sum(x.nbytes for x in leaves))
+print("PHASES", json.dumps(phases))
 """
 
 LORA_CHILD = """
@@ -61,7 +87,8 @@ print("RESULT", seconds, sum(p.numel() * p.element_size() for p in model.state_d
 """
 
 
-def timed(code: str, path: str, pythonpath: str | None, threads: str, *extra: str) -> tuple[float, int]:
+def timed(code: str, path: str, pythonpath: str | None, threads: str, *extra: str) -> tuple[float, int, dict]:
+    """The child `code`'s seconds and bytes loaded, and the seconds of the phases it reports (ltx-jax's)."""
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH", "")]))
@@ -74,11 +101,23 @@ def timed(code: str, path: str, pythonpath: str | None, threads: str, *extra: st
         check=False,
         cwd=pythonpath,
     )
-    line = next((x for x in result.stdout.splitlines() if x.startswith("RESULT")), None)
-    if line is None:
+    lines = {x.split(" ", 1)[0]: x.split(" ", 1)[1] for x in result.stdout.splitlines() if " " in x}
+    if "RESULT" not in lines:
         raise RuntimeError(f"the loader failed:\n{result.stderr[-3000:]}")
-    _, seconds, size = line.split()
-    return float(seconds), int(size)
+    seconds, size = lines["RESULT"].split()
+    return float(seconds), int(size), json.loads(lines.get("PHASES", "{}"))
+
+
+def warm_page_cache(path: str) -> None:
+    """Reads `path` (a file, or every file under a converted directory) once."""
+    files = [os.path.join(d, n) for d, _, names in os.walk(path) for n in names] if os.path.isdir(path) else [path]
+    start = time.perf_counter()
+    for name in files:
+        with open(name, "rb") as f:
+            while f.read(1 << 26):
+                pass
+    size = sum(os.path.getsize(name) for name in files)
+    print(f"read {size / 1e9:.1f} GB once in {time.perf_counter() - start:.1f} s")
 
 
 def main() -> None:
@@ -95,12 +134,10 @@ def main() -> None:
     )
     parser.add_argument("--lora", help="a LoRA .safetensors for the checkpoint's DiT: time load_lora too")
     args = parser.parse_args()
+    if os.path.isdir(args.checkpoint) and not args.no_torch:
+        parser.error(f"{args.checkpoint} is a converted directory: ltx-core loads .safetensors only; add --no-torch.")
     for path in filter(None, [args.checkpoint, args.lora]):
-        start = time.perf_counter()
-        with open(path, "rb") as f:  # warm the page cache
-            while f.read(1 << 26):
-                pass
-        print(f"read {os.path.getsize(path) / 1e9:.1f} GB once in {time.perf_counter() - start:.1f} s")
+        warm_page_cache(path)
     rows = [] if args.no_torch else [("ltx-core SingleGPUModelBuilder", TORCH_CHILD, None, "default")]
     for tree in args.trees:
         for threads in args.load_threads:
@@ -114,8 +151,12 @@ def main() -> None:
         ]
     for label, code, pythonpath, threads, *extra in rows:
         for _ in range(args.repeats):
-            seconds, size = timed(code, args.checkpoint, pythonpath, threads, *extra)
-            print(f"{label}: {seconds:.1f} s, {size / 1e9:.2f} GB, {size / 1e9 / seconds:.2f} GB/s")
+            seconds, size, phases = timed(code, args.checkpoint, pythonpath, threads, *extra)
+            within = ", ".join(f"{name} {value:.1f} s" for name, value in phases.items())
+            print(
+                f"{label}: {seconds:.1f} s, {size / 1e9:.2f} GB, {size / 1e9 / seconds:.2f} GB/s"
+                + (within and f" ({within})")
+            )
 
 
 if __name__ == "__main__":

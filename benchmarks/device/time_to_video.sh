@@ -6,10 +6,13 @@
 #   compile    benchmarks/bench_compile.py: the 48-block DiT compiled whole against block programs (no files)
 #   blockcompile  bench_compile.py --modes blocks --shapes stage1 (the guided step's first call and forward),
 #              .trees/before's ltx_jax and this tree's alternately, twice each, one process each (no files)
-#   load       benchmarks/bench_load.py: ltx-core's SingleGPUModelBuilder and load_checkpoint after, twice each
+#   load       benchmarks/bench_load.py: ltx-core's SingleGPUModelBuilder and load_checkpoint after, LOAD_REPEATS (2) each
 #   loadsweep  load_checkpoint with 8, 16 and 32 tensors in flight (placement.LOAD_THREADS), once each
 #   loadbase   load_checkpoint before this work (.trees/base), once
-#   loadparts  benchmarks/bench_load_parts.py: 16 GB of the DiT's tensors read alone, put alone, and both (16 threads)
+#   loadconverted  convert_checkpoint.py to the RAM disk (timed), then load_checkpoint of that directory twice
+#   loadpairs  ltx-core's loader once, then load_checkpoint of .trees/before and of this tree alternately, twice each
+#   loadparts  benchmarks/bench_load_parts.py: 24 GB of the DiT read, put, read+put, put from a memory map, placed as
+#              load_checkpoint places it, with and without its transposes (16 and 32 threads)
 #   loadlora   load_checkpoint and load_lora (the distilled LoRA) of .trees/before and of this tree, twice each
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
@@ -64,15 +67,28 @@ if [[ " $PARTS " == *" blockcompile "* ]]; then
     done
 fi
 if [[ " $PARTS " == *" load "* ]]; then
-    timeout 200 python3 benchmarks/bench_load.py "$checkpoint" --trees . --repeats 2 2>&1 | tee "$OUT/load.txt"
+    timeout 300 python3 benchmarks/bench_load.py "$checkpoint" --trees . --repeats "${LOAD_REPEATS:-2}" 2>&1 | tee "$OUT/load.txt"
 fi
 if [[ " $PARTS " == *" loadsweep "* ]]; then  # ltx-jax's loader with 8, 16 and 32 tensors in flight, once each
     timeout 200 python3 benchmarks/bench_load.py "$checkpoint" --no-torch --repeats 1 --load-threads 8 16 32 2>&1 \
         | tee "$OUT/loadsweep.txt"
 fi
 if [[ " $PARTS " == *" loadparts "* ]]; then
-    timeout 300 python3 benchmarks/bench_load_parts.py "$checkpoint" --gigabytes 16 --threads 16 --repeats 2 2>&1 \
+    timeout 300 python3 benchmarks/bench_load_parts.py "$checkpoint" --gigabytes 24 --threads 16 32 --repeats 2 2>&1 \
         | tee "$OUT/loadparts.txt"
+fi
+if [[ " $PARTS " == *" loadpairs "* ]]; then
+    timeout 300 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/before . .trees/before . --repeats 1 2>&1 \
+        | tee "$OUT/loadpairs.txt"
+fi
+if [[ " $PARTS " == *" loadconverted "* ]]; then
+    start=$(date +%s)
+    timeout 240 python3 scripts/convert_checkpoint.py "$checkpoint" /dev/shm/converted 2>&1 | tr "\r" "\n" \
+        | grep -v "^\s*$" | tail -2 | tee "$OUT/loadconverted.txt"
+    echo "converted in $(($(date +%s) - start)) s" | tee -a "$OUT/loadconverted.txt"
+    timeout 200 python3 benchmarks/bench_load.py /dev/shm/converted --no-torch --repeats 2 2>&1 \
+        | tee -a "$OUT/loadconverted.txt"
+    rm -rf /dev/shm/converted /dev/shm/.converted.partial-*
 fi
 if [[ " $PARTS " == *" loadbase "* ]]; then  # the loader before this work, once
     timeout 140 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/base --repeats 1 --no-torch 2>&1 \
