@@ -97,7 +97,9 @@ def test_a_conversion_in_many_parts_and_one_of_format_1_load_bit_exact(tmp_path,
     for half in (dict(list(params.items())[::2]), dict(list(params.items())[1::2])):
         ocp.partial.save(old / "params", orbax_parts.nest(half))
     ocp.partial.finalize(old / "params")
-    (old / "ltx_jax_checkpoint.json").write_text(json.dumps({**manifest, "format": 1, "parts": None}))
+    (old / "ltx_jax_checkpoint.json").write_text(
+        json.dumps({k: v for k, v in manifest.items() if k != "parts"} | {"format": 1})
+    )
     assert_identical(ltx_jax.load_checkpoint(old, dtype=jnp.float32, attention_backend="xla")[0], expected, jnp.float32)
 
 
@@ -312,19 +314,49 @@ def test_unknown_dtype_and_existing_output(tmp_path, reference):
 
 
 def test_interrupted_conversion_leaves_nothing(tmp_path, reference, monkeypatch):
+    """Interrupted while writing its third part: the two written and the temporary directory are removed."""
     src = tmp_path / "ltx.safetensors"
     write_checkpoint(src, CFG, official_state(reference.state_dict(), torch.float32))
-    calls = []
+    monkeypatch.setattr(orbax_parts, "PART_BYTES", 4096)
+    save, calls = orbax_parts.ocp.save, []
 
-    def interrupt(*args, **kwargs):
+    def interrupt_the_third(*args, **kwargs):
         calls.append(1)
-        raise KeyboardInterrupt
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return save(*args, **kwargs)
 
-    monkeypatch.setattr("ltx_jax.convert.orbax_parts.ocp.save", interrupt)
+    monkeypatch.setattr("ltx_jax.convert.orbax_parts.ocp.save", interrupt_the_third)
     with pytest.raises(KeyboardInterrupt):
         ltx_jax.convert_checkpoint(src, tmp_path / "out", progress=False)
-    assert calls
+    assert len(calls) == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ltx.safetensors"]
+
+
+def test_a_converted_directory_that_does_not_match_fails_before_reading(tmp_path, reference, monkeypatch):
+    src = tmp_path / "ltx.safetensors"
+    write_checkpoint(src, CFG, official_state(reference.state_dict(), torch.float32))
+    monkeypatch.setattr(orbax_parts, "PART_BYTES", 4096)
+    out = tmp_path / "out"
+    ltx_jax.convert_checkpoint(src, out, dtype="float32", progress=False)
+    manifest_file = out / "ltx_jax_checkpoint.json"
+    manifest = json.loads(manifest_file.read_text())
+    first, *rest = manifest["parts"]
+    damaged = {
+        r"no part holds 1 parameters: " + first[0]: [first[1:], *rest],
+        r"the model has no 1 parameters: mystery/kernel": [[*first, "mystery/kernel"], *rest],
+        r"more than one part lists 1 parameters: " + first[0]: [first, [first[0], *rest[0]], *rest[1:]],
+    }
+    for message, parts in damaged.items():
+        manifest_file.write_text(json.dumps({**manifest, "parts": parts}))
+        with pytest.raises(ValueError, match=message + r".*convert the \.safetensors file again"):
+            ltx_jax.load_checkpoint(out)
+    manifest_file.write_text(json.dumps({k: v for k, v in manifest.items() if k != "parts"}))
+    with pytest.raises(ValueError, match=r"'parts' must list each part's parameter keys .* got NoneType"):
+        ltx_jax.load_checkpoint(out)
+    manifest_file.write_text(json.dumps({**manifest, "format": 3}))
+    with pytest.raises(ValueError, match="checkpoint format 3; this ltx-jax reads formats 1, 2. A newer format needs"):
+        ltx_jax.load_checkpoint(out)
 
 
 def test_two_loras_applied_in_the_forward_equal_both_fused(tmp_path, reference):

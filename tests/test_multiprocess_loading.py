@@ -20,7 +20,7 @@ from safetensors.numpy import save_file
 from safetensors.torch import save_file as save_torch_file
 
 import ltx_jax
-from ltx_jax.convert import safetensors_file
+from ltx_jax.convert import orbax_parts, safetensors_file
 from ltx_jax.convert.dit_tensors import DitTensors, Lora
 from ltx_jax.convert.safetensors_file import SafetensorsFile
 from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys
@@ -101,10 +101,12 @@ def process_share(shape: tuple[int, ...], itemsize: int) -> int:
     return nbytes // PROCESSES if is_split(shape) else nbytes
 
 
-def test_two_processes_read_only_their_shards(tmp_path):
+def test_two_processes_read_only_their_shards(tmp_path, monkeypatch):
     src = tmp_path / "ltx.safetensors"
     write_checkpoint(src, CFG, official_state(torch_model(CFG).state_dict(), torch.float32))
+    monkeypatch.setattr(orbax_parts, "PART_BYTES", 16384)  # many parts, restored by both processes in turn
     ltx_jax.convert_checkpoint(src, tmp_path / "converted", dtype="float32", progress=False)
+    assert len(os.listdir(tmp_path / "converted" / "params")) > 10
     port = free_port()
     command = [sys.executable, WORKER, str(port)]
     run_processes([[*command, str(i), str(src), str(tmp_path / "converted"), str(tmp_path)] for i in range(PROCESSES)])

@@ -113,23 +113,16 @@ def convert_checkpoint(
 
 def _write_params(path: str, tensors: DitTensors, table: Mapping[str, tuple], bar: Progress) -> list[list[str]]:
     """Streams the parameters into parts (`orbax_parts.PartWriter`), at most `PART_BYTES` (plus one
-    tensor) held; returns each part's keys.
-
-    Uncompressed: zstd saves about a fifth of the disk on bf16 weights but cuts the write rate
-    about threefold on this path.
-    """
-    context = ocp.Context()
-    context.array.saving.use_compression = False
+    tensor) held; returns each part's keys."""
     writer = PartWriter(path)
-    with context:
-        for key, (param_path, transposed, _, _) in table.items():
-            raise_if_signalled()
-            array = tensors.read(key)
-            if transposed:  # rebinding drops the untransposed copy at once
-                array = transpose(array)
-            writer.add(param_path, array)
-            bar.update(array.nbytes)
-        return writer.close()
+    for key, (param_path, transposed, _, _) in table.items():
+        raise_if_signalled()
+        array = tensors.read(key)
+        if transposed:  # rebinding drops the untransposed copy at once
+            array = transpose(array)
+        writer.add(param_path, array)
+        bar.update(array.nbytes)
+    return writer.close()
 
 
 def _manifest(cfg: LTXConfig, dtype: np.dtype, model_version: str | None, src: Any, loras: Sequence[Lora]) -> dict:
@@ -144,8 +137,9 @@ def _manifest(cfg: LTXConfig, dtype: np.dtype, model_version: str | None, src: A
 
 
 def converted_manifest(path: str | os.PathLike) -> dict[str, Any]:
-    """The manifest of a directory written by `convert_checkpoint` (its config, dtype, model version and
-    the name of the file it came from); raises `ValueError` if `path` is not one this ltx-jax reads."""
+    """The manifest of a directory written by `convert_checkpoint` (its config, dtype, model version, the
+    name of the file it came from and, from format 2, each part's keys); raises `ValueError` if `path` is
+    not one this ltx-jax reads."""
     manifest_path = os.path.join(path, FORMAT_FILE)
     if not os.path.isfile(manifest_path):
         raise ValueError(f"{os.fspath(path)} is not a converted ltx-jax checkpoint: it has no {FORMAT_FILE}.")
@@ -154,7 +148,16 @@ def converted_manifest(path: str | os.PathLike) -> dict[str, Any]:
     if manifest.get("format") not in READABLE_FORMATS:
         raise ValueError(
             f"{os.fspath(path)}: checkpoint format {manifest.get('format')!r}; this ltx-jax reads formats "
-            f"{', '.join(map(str, READABLE_FORMATS))}: convert the .safetensors file again with this version."
+            f"{', '.join(map(str, READABLE_FORMATS))}. A newer format needs a newer ltx-jax; otherwise convert the "
+            ".safetensors file again with this one."
+        )
+    parts = manifest.get("parts")
+    if manifest["format"] >= 2 and not (
+        isinstance(parts, list) and all(isinstance(p, list) and all(isinstance(k, str) for k in p) for p in parts)
+    ):
+        raise ValueError(
+            f"{manifest_path}: 'parts' must list each part's parameter keys (lists of strings), got "
+            f"{type(parts).__name__}: the file is damaged; convert the .safetensors file again."
         )
     return manifest
 

@@ -3,13 +3,16 @@
 
 Parts replace Orbax's partial saves (`ocp.partial.save`, format 1): each of those merged its keys into
 the metadata of every earlier save and compared every pair of keys (orbax-checkpoint 0.12.8), so the
-work grew with the square of the keys saved so far: 94 s of a 118 s conversion at 8 blocks, 20% of the
-48-block DiT in 240 s on the H200's host (docs/benchmarks.md). A part is written once and never read
-back while converting.
+work grew with the square of the keys saved so far: in a profile of an 8-block conversion, the 64 MB
+saves took 0.16 s each in the first quarter and 1.43 s in the last; 20% of the 48-block DiT took 240 s
+on the H200's host (docs/benchmarks.md, eighth round). A part is written once and never read back while
+converting.
 """
 
+import contextvars
 import os
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,7 +21,8 @@ import numpy as np
 from orbax.checkpoint import v1 as ocp
 
 PART_BYTES = 256 * 2**20  # converted bytes held in memory before they are written as a part
-RESTORE_THREADS = 8  # parts restored at once
+RESTORE_THREADS = 8  # parts restored at once by a single process
+_SHOWN = 8  # keys named in an error
 
 
 def nest(flat: Mapping[tuple[Any, ...], Any]) -> dict[str, Any]:
@@ -32,14 +36,14 @@ def nest(flat: Mapping[tuple[Any, ...], Any]) -> dict[str, Any]:
     return tree
 
 
-def lookup(tree: Mapping[str, Any], path: tuple[Any, ...]) -> Any:  # noqa: ANN401 - a stored leaf
+def lookup(tree: Mapping[str, Any], path: tuple[Any, ...]) -> Any:
     for part in path:
         tree = tree[str(part)]
     return tree
 
 
-def key(path: tuple[Any, ...]) -> str:
-    """A parameter path as a part's manifest lists it: `transformer_blocks/3/attn1/to_q/kernel`."""
+def manifest_key(path: tuple[Any, ...]) -> str:
+    """A parameter path as the manifest lists it: `transformer_blocks/3/attn1/to_q/kernel`."""
     return "/".join(map(str, path))
 
 
@@ -48,8 +52,10 @@ def part_dir(directory: str, index: int) -> str:
 
 
 class PartWriter:
-    """Writes `(path, array)` pairs into parts under `directory`, one part per `PART_BYTES` (or one
-    larger array); `close` writes the last and returns each part's keys, in order, for the manifest."""
+    """Writes `(path, array)` pairs into uncompressed parts under `directory`, one part per `PART_BYTES`
+    (or one larger array); `close` writes the last and returns each part's keys, in order, for the
+    manifest. Uncompressed: zstd saves about a fifth of the disk on bf16 weights but cut the write rate
+    about threefold."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
@@ -69,30 +75,58 @@ class PartWriter:
         return self.parts
 
     def _flush(self) -> None:
-        ocp.save(part_dir(self.directory, len(self.parts)), nest(self._pending))
-        self.parts.append([key(path) for path in self._pending])
+        context = ocp.Context()
+        context.array.saving.use_compression = False
+        with context:
+            ocp.save(part_dir(self.directory, len(self.parts)), nest(self._pending))
+        self.parts.append([manifest_key(path) for path in self._pending])
         self._pending, self._pending_bytes = {}, 0
 
 
 def restore_parts(
-    directory: str, parts: Iterable[Iterable[str]], abstract: Mapping[tuple[Any, ...], jax.ShapeDtypeStruct]
+    directory: str, parts: Sequence[Sequence[str]], abstract: Mapping[tuple[Any, ...], jax.ShapeDtypeStruct]
 ) -> dict[tuple[Any, ...], jax.Array]:
     """Every parameter of `abstract` (path -> shape, dtype and sharding) restored from the parts under
-    `directory` that the manifest lists (`parts`: each part's keys), `RESTORE_THREADS` parts at a time.
-    Raises `ValueError` naming the parameters no part holds."""
-    paths = {key(path): path for path in abstract}
-    parts = [list(keys) for keys in parts]
-    missing = set(paths) - {k for keys in parts for k in keys}
-    if missing:
-        raise ValueError(f"{directory}: no part holds {len(missing)} parameters, e.g. {sorted(missing)[0]!r}.")
+    `directory` that the manifest lists (`parts`: each part's keys), after `check_parts`.
 
-    def restore(index: int, keys: list[str]) -> dict[tuple[Any, ...], jax.Array]:
-        wanted = {paths[k]: abstract[paths[k]] for k in keys if k in paths}
+    A single process restores `RESTORE_THREADS` parts at a time, each in a copy of the caller's context
+    (an `ocp.Context` entered around the load applies). Processes of a multi-process mesh restore one part
+    at a time: Orbax names the barriers of a load by a process-wide counter, which concurrent loads would
+    advance in a different order in each process."""
+    check_parts(directory, parts, abstract)
+    paths = {manifest_key(path): path for path in abstract}
+
+    def restore(index: int, keys: Sequence[str]) -> dict[tuple[Any, ...], jax.Array]:
+        wanted = {paths[k]: abstract[paths[k]] for k in keys}
         restored = ocp.load(part_dir(directory, index), nest(wanted))
         return {path: lookup(restored, path) for path in wanted}
 
     values: dict[tuple[Any, ...], jax.Array] = {}
-    with ThreadPoolExecutor(RESTORE_THREADS) as pool:
-        for restored in pool.map(restore, range(len(parts)), parts):
-            values.update(restored)
+    with ThreadPoolExecutor(RESTORE_THREADS if jax.process_count() == 1 else 1) as pool:
+        futures = [pool.submit(contextvars.copy_context().run, restore, i, keys) for i, keys in enumerate(parts)]
+        for future in futures:
+            values.update(future.result())
     return values
+
+
+def check_parts(directory: str, parts: Sequence[Sequence[str]], abstract: Mapping[tuple[Any, ...], Any]) -> None:
+    """Raises one `ValueError` naming the parameters no part holds, the keys the model lacks and the keys
+    listed twice, before anything is read."""
+    listed = Counter(k for keys in parts for k in keys)
+    expected = {manifest_key(path) for path in abstract}
+    problems = []
+    for what, keys in (
+        ("no part holds", expected - set(listed)),
+        ("the model has no", set(listed) - expected),
+        ("more than one part lists", {k for k, n in listed.items() if n > 1}),
+    ):
+        if keys:
+            shown = ", ".join(sorted(keys)[:_SHOWN]) + (
+                f" (and {len(keys) - _SHOWN} more)" if len(keys) > _SHOWN else ""
+            )
+            problems.append(f"{what} {len(keys)} parameters: {shown}")
+    if problems:
+        raise ValueError(
+            f"{directory}: the parts do not match the model ({'; '.join(problems)}). The directory is incomplete "
+            "or was converted for another model: convert the .safetensors file again."
+        )

@@ -62,10 +62,11 @@ def transpose(matrix: np.ndarray) -> np.ndarray:
     """A contiguous transposed copy of a 2-D array, tile by tile.
 
     A plain `ascontiguousarray(a.T)` strides through memory, and with LTX-2's power-of-two widths every
-    element of a column falls in the same cache set: 0.03 GB/s for a 4096 x 16384 bf16 weight on the
-    2-core CI machine. Each 128 x 128 tile is copied out contiguously, transposed within the cache, and
-    written back a row at a time: 0.85-1.6 GB/s there (benchmarks/bench_convert.py). Moves raw bits,
-    so ml_dtypes' bfloat16 goes through the native-integer path too.
+    element of a column falls in the same cache set: 0.02-0.07 GB/s for a 4096 x 16384 bf16 weight on the
+    2-core CI machine, as were the 256 x 4096 tiles used before. Each 128 x 128 tile is copied out
+    contiguously, transposed within the cache, and written back a row at a time: 1.1-1.6 GB/s there for
+    LTX-2.3's shapes (benchmarks/bench_transpose.py). Moves raw bits, so ml_dtypes' bfloat16 goes through
+    the native-integer path too.
     """
     bits = matrix.view(np.dtype(f"uint{8 * matrix.dtype.itemsize}"))
     rows, cols = bits.shape
