@@ -35,10 +35,8 @@ from jax.sharding import SingleDeviceSharding
 from ltx_jax.convert import placement
 from ltx_jax.convert.dit_tensors import checkpoint_config
 from ltx_jax.convert.safetensors_file import SafetensorsFile
-from ltx_jax.convert.state_dict import expected_keys
+from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys
 from ltx_jax.model.model import LTXModel
-
-DIT_PREFIX = "model.diffusion_model."
 
 
 def dit_keys(file: SafetensorsFile, gigabytes: float) -> list[str]:

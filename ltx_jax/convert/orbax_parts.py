@@ -20,9 +20,10 @@ import jax
 import numpy as np
 from orbax.checkpoint import v1 as ocp
 
+from ltx_jax.convert.state_dict import named_keys
+
 PART_BYTES = 256 * 2**20  # converted bytes held in memory before they are written as a part
 RESTORE_THREADS = 8  # parts restored at once by a single process
-_SHOWN = 8  # keys named in an error
 
 
 def nest(flat: Mapping[tuple[Any, ...], Any]) -> dict[str, Any]:
@@ -121,10 +122,7 @@ def check_parts(directory: str, parts: Sequence[Sequence[str]], abstract: Mappin
         ("more than one part lists", {k for k, n in listed.items() if n > 1}),
     ):
         if keys:
-            shown = ", ".join(sorted(keys)[:_SHOWN]) + (
-                f" (and {len(keys) - _SHOWN} more)" if len(keys) > _SHOWN else ""
-            )
-            problems.append(f"{what} {len(keys)} parameters: {shown}")
+            problems.append(f"{what} {len(keys)} parameters: {named_keys(sorted(keys))}")
     if problems:
         raise ValueError(
             f"{directory}: the parts do not match the model ({'; '.join(problems)}). The directory is incomplete "

@@ -7,7 +7,7 @@ itself: every parameter path maps to one key, and a `Linear` kernel maps to the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -95,12 +95,14 @@ def mismatch_problems(
         for k in sorted(set(table) & set(names))
         if tuple(state_dict[names[k]].shape) != table[k][2]
     ]
-    problems = []
-    for label, items in (("missing keys", missing), ("unexpected keys", unexpected), ("wrong shapes", wrong_shape)):
-        if items:
-            more = f" ... and {len(items) - _SHOWN} more" if len(items) > _SHOWN else ""
-            problems.append(f"{len(items)} {label}: {', '.join(items[:_SHOWN])}{more}")
-    return problems
+    kinds = (("missing keys", missing), ("unexpected keys", unexpected), ("wrong shapes", wrong_shape))
+    return [f"{len(items)} {label}: {named_keys(items)}" for label, items in kinds if items]
+
+
+def named_keys(keys: Sequence[str]) -> str:
+    """The first `_SHOWN` of `keys`, and how many more there are, for an error message."""
+    more = f" ... and {len(keys) - _SHOWN} more" if len(keys) > _SHOWN else ""
+    return ", ".join(keys[:_SHOWN]) + more
 
 
 def load_state_dict(
