@@ -9,11 +9,13 @@ The checkpoint may also be a directory written by `convert_checkpoint` (with `--
 `.safetensors` only). `--trees` names directories that each hold an `ltx_jax` package (e.g. `git archive
 REV ltx_jax`), timed one after another in the same run: a loader before and after a change. Each line:
 seconds and GB/s of the DiT's bytes (the file's other components are not loaded by either); ltx-jax's lines
-add, within that time, the backend's start, compiling (summed over threads: the device transposes'
+add their peak memory (the device's; the process's resident set on the CPU backend) and, within that time,
+the backend's start, compiling (summed over threads: the device transposes'
 programs), `place_table` (reading and placing a `.safetensors` file's tensors) and `set_params`; the rest
 is the abstract model and its key table (and a converted directory's restore). `--lora` adds rows for
 ltx-jax's `load_lora` of that file (its factors, unfused, for the checkpoint's DiT), per tree, after the
-DiT's.
+DiT's. `--quantization` loads ltx-jax's rows with `quantization=` that (GB is then what the quantized model
+holds; ltx-core's row stays bf16).
 """
 
 import argparse
@@ -51,11 +53,18 @@ jax.monitoring.register_event_duration_secs_listener(compiled)
 start = time.perf_counter()
 jax.devices()  # the backend's start (CUDA context, memory pool), timed within the load as torch's is
 phases["backend start"] = time.perf_counter() - start
-model, cfg = ltx_jax.load_checkpoint(sys.argv[1], dtype=jnp.bfloat16)
+options = {} if sys.argv[3] == "none" else {"quantization": sys.argv[3]}  # trees from before the option
+model, cfg = ltx_jax.load_checkpoint(sys.argv[1], dtype=jnp.bfloat16, **options)
 leaves = jax.block_until_ready(jax.tree.leaves(nnx.state(model)))
 seconds = time.perf_counter() - start
 print("RESULT", seconds, sum(x.nbytes for x in leaves))
 print("PHASES", json.dumps(phases))
+stats = jax.devices()[0].memory_stats()
+if stats and "peak_bytes_in_use" in stats:
+    print("PEAK", stats["peak_bytes_in_use"], "device")
+else:  # the CPU backend keeps arrays in the process's memory
+    import resource
+    print("PEAK", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "RSS")
 """
 
 LORA_CHILD = """
@@ -87,8 +96,9 @@ print("RESULT", seconds, sum(p.numel() * p.element_size() for p in model.state_d
 """
 
 
-def timed(code: str, path: str, pythonpath: str | None, threads: str, *extra: str) -> tuple[float, int, dict]:
-    """The child `code`'s seconds and bytes loaded, and the seconds of the phases it reports (ltx-jax's)."""
+def timed(code: str, path: str, pythonpath: str | None, threads: str, *extra: str) -> tuple[float, int, dict, str]:
+    """The child `code`'s seconds and bytes loaded, the seconds of the phases it reports (ltx-jax's), and
+    its peak memory where it reports one."""
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH", "")]))
@@ -105,7 +115,11 @@ def timed(code: str, path: str, pythonpath: str | None, threads: str, *extra: st
     if "RESULT" not in lines:
         raise RuntimeError(f"the loader failed:\n{result.stderr[-3000:]}")
     seconds, size = lines["RESULT"].split()
-    return float(seconds), int(size), json.loads(lines.get("PHASES", "{}"))
+    peak = ""
+    if "PEAK" in lines:
+        value, kind = lines["PEAK"].split()
+        peak = f", peak {kind} {int(value) / 2**30:.2f} GiB"
+    return float(seconds), int(size), json.loads(lines.get("PHASES", "{}")), peak
 
 
 def warm_page_cache(path: str) -> None:
@@ -133,6 +147,9 @@ def main() -> None:
         help="ltx-jax's tensors in flight, one row each (default: the tree's own placement.LOAD_THREADS)",
     )
     parser.add_argument("--lora", help="a LoRA .safetensors for the checkpoint's DiT: time load_lora too")
+    parser.add_argument(
+        "--quantization", default="none", choices=["none", "fp8-cast", "fp8"], help="ltx-jax's rows (ltx-core: bf16)"
+    )
     args = parser.parse_args()
     if os.path.isdir(args.checkpoint) and not args.no_torch:
         parser.error(f"{args.checkpoint} is a converted directory: ltx-core loads .safetensors only; add --no-torch.")
@@ -142,7 +159,13 @@ def main() -> None:
     for tree in args.trees:
         for threads in args.load_threads:
             rows.append(
-                (f"ltx-jax load_checkpoint ({tree}, {threads} in flight)", JAX_CHILD, os.path.abspath(tree), threads)
+                (
+                    f"ltx-jax load_checkpoint ({tree}, {threads} in flight, {args.quantization})",
+                    JAX_CHILD,
+                    os.path.abspath(tree),
+                    threads,
+                    args.quantization,
+                )
             )
     if args.lora:
         lora = os.path.abspath(args.lora)
@@ -151,10 +174,10 @@ def main() -> None:
         ]
     for label, code, pythonpath, threads, *extra in rows:
         for _ in range(args.repeats):
-            seconds, size, phases = timed(code, args.checkpoint, pythonpath, threads, *extra)
+            seconds, size, phases, peak = timed(code, args.checkpoint, pythonpath, threads, *extra)
             within = ", ".join(f"{name} {value:.1f} s" for name, value in phases.items())
             print(
-                f"{label}: {seconds:.1f} s, {size / 1e9:.2f} GB, {size / 1e9 / seconds:.2f} GB/s"
+                f"{label}: {seconds:.1f} s, {size / 1e9:.2f} GB, {size / 1e9 / seconds:.2f} GB/s{peak}"
                 + (within and f" ({within})")
             )
 

@@ -2,10 +2,11 @@
 
 Usage: python multiprocess_loading_worker.py PORT PROCESS_ID SAFETENSORS CONVERTED_DIR OUT_DIR
 
-Loads SAFETENSORS with `shard_weights=True` and replicated, and CONVERTED_DIR with `shard_weights=True`,
-counting the bytes every read of the safetensors file asks for. Writes OUT_DIR/process{i}.npz (per
-load and parameter, a full-size float32 array holding this process's shards and NaN elsewhere) and
-OUT_DIR/process{i}.json (bytes read per load).
+Loads SAFETENSORS with `shard_weights=True` and replicated, CONVERTED_DIR with `shard_weights=True`, and
+SAFETENSORS with `shard_weights=True, quantization="fp8"` (kernels split over both processes: quantized once
+the model is whole, on the main thread, rather than as they are placed), counting the bytes every read of
+the safetensors file asks for. Writes OUT_DIR/process{i}.npz (per load and parameter, a full-size float32
+array holding this process's shards and NaN elsewhere) and OUT_DIR/process{i}.json (bytes read per load).
 """
 
 import json
@@ -54,11 +55,13 @@ def holdings(model: ltx_jax.LTXModel) -> dict[str, np.ndarray]:
     return held
 
 
-def load(path: str, shard_weights: bool, gap: int) -> tuple[ltx_jax.LTXModel, int]:
+def load(path: str, shard_weights: bool, gap: int, quantization: str = "none") -> tuple[ltx_jax.LTXModel, int]:
     """The model and the bytes its loading read from the safetensors file, runs `gap` apart read as one."""
     safetensors_file.COALESCE_GAP_BYTES = gap
     bytes_read[0] = 0
-    model, _ = ltx_jax.load_checkpoint(path, mesh=make_mesh(8), dtype=jnp.float32, shard_weights=shard_weights)
+    model, _ = ltx_jax.load_checkpoint(
+        path, mesh=make_mesh(8), dtype=jnp.float32, shard_weights=shard_weights, quantization=quantization
+    )
     return model, bytes_read[0]
 
 
@@ -68,8 +71,9 @@ def load(path: str, shard_weights: bool, gap: int) -> tuple[ltx_jax.LTXModel, in
 sharded, sharded_bytes = load(src, shard_weights=True, gap=0)
 replicated, replicated_bytes = load(src, shard_weights=False, gap=safetensors_file.COALESCE_GAP_BYTES)
 restored, _ = load(converted, shard_weights=True, gap=0)
+quantized, _ = load(src, shard_weights=True, gap=0, quantization="fp8")
 arrays = {}
-for name, model in (("sharded", sharded), ("replicated", replicated), ("orbax", restored)):
+for name, model in (("sharded", sharded), ("replicated", replicated), ("orbax", restored), ("fp8", quantized)):
     arrays.update({f"{name}:{path}": held for path, held in holdings(model).items()})
 np.savez(os.path.join(out_dir, f"process{process_id}.npz"), **arrays)
 with open(os.path.join(out_dir, f"process{process_id}.json"), "w") as f:

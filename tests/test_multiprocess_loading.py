@@ -111,8 +111,10 @@ def test_two_processes_read_only_their_shards(tmp_path, monkeypatch):
     command = [sys.executable, WORKER, str(port)]
     run_processes([[*command, str(i), str(src), str(tmp_path / "converted"), str(tmp_path)] for i in range(PROCESSES)])
 
-    single, _ = ltx_jax.load_checkpoint(src, dtype=jnp.float32)
-    expected = {"/".join(map(str, p)): np.asarray(v.get_value()) for p, v in nnx.to_flat_state(nnx.state(single))}
+    expected, expected_fp8 = (
+        {"/".join(map(str, p)): np.asarray(v.get_value(), np.float32) for p, v in nnx.to_flat_state(nnx.state(m))}
+        for m, _ in (ltx_jax.load_checkpoint(src, dtype=jnp.float32, quantization=q) for q in ("none", "fp8"))
+    )
     shapes = [shape for _, _, shape, _ in expected_keys(ltx_jax.LTXModel.abstract(CFG, np.dtype(np.float32))).values()]
     total = sum(math.prod(shape) * 4 for shape in shapes)
     share = sum(process_share(shape, 4) for shape in shapes)  # transposition keeps the byte count
@@ -123,15 +125,17 @@ def test_two_processes_read_only_their_shards(tmp_path, monkeypatch):
             counts = json.load(f)
         assert counts["sharded"] == share, f"process {i} read {counts['sharded']} bytes, its shards are {share}"
         assert counts["replicated"] == total, f"process {i}: each tensor once, not once per device"
-    for name, value in expected.items():
-        for load in ("sharded", "orbax", "replicated"):
-            parts = [h[f"{load}:{name}"] for h in held]
-            for part in parts:  # what a process holds equals the single-process load there
-                mask = ~np.isnan(part)
-                np.testing.assert_array_equal(part[mask], value[mask], err_msg=f"{load}:{name}")
-            assert np.all(np.any([~np.isnan(p) for p in parts], axis=0)), f"{load}:{name}: not every element held"
-            if load != "replicated" and is_split(value.shape):
-                assert all(np.isnan(p).any() for p in parts), f"{load}:{name} is not split between the processes"
+    loads = [(load, name, value) for load in ("sharded", "orbax", "replicated") for name, value in expected.items()]
+    loads += [("fp8", name, value) for name, value in expected_fp8.items()]  # the same scales and fp8 values
+    assert any(value.ndim == 0 for _, name, value in loads if name.endswith("kernel_scale"))
+    for load, name, value in loads:
+        parts = [h[f"{load}:{name}"] for h in held]
+        for part in parts:  # what a process holds equals the single-process load there
+            mask = ~np.isnan(part)
+            np.testing.assert_array_equal(part[mask], value[mask], err_msg=f"{load}:{name}")
+        assert np.all(np.any([~np.isnan(p) for p in parts], axis=0)), f"{load}:{name}: not every element held"
+        if load != "replicated" and is_split(value.shape):
+            assert all(np.isnan(p).any() for p in parts), f"{load}:{name} is not split between the processes"
 
 
 def test_convert_script_refuses_to_run_as_several_tasks(tmp_path):

@@ -12,16 +12,18 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
-from checkpoint_files import official_state, write_checkpoint
+from checkpoint_files import fp8_scaled, official_state, write_checkpoint
 from flax import nnx
 from ltx_core_twin import default_inputs, jax_model, relative_error, run_jax, run_torch, torch_model
 
 import ltx_jax
-from ltx_jax.convert.state_dict import expected_keys
+from ltx_jax.convert import checkpoint
+from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys
 from ltx_jax.model.lora import LoraWeights, with_lora
 from ltx_jax.model.quantization import (
     FP8,
     Fp8Linear,
+    fp8_targets,
     from_fp8,
     is_fp8_cast_key,
     quantize_fp8,
@@ -58,6 +60,31 @@ def quantized_pair(seed: int = 0) -> tuple[torch.nn.Module, ltx_jax.LTXModel]:
     ours = jax_model(CFG, reference)
     keys = [(key, entry[0]) for key, entry in expected_keys(ours).items()]
     return torch_fp8_cast(reference), quantize_fp8_cast(ours, keys, jnp.float32)
+
+
+def spy_on_placed_dtypes(monkeypatch) -> dict:
+    """Parameter path -> dtype of each value the loader hands to `set_params`: what the devices held once
+    every tensor was placed, before the model was put together."""
+    seen = {}
+    set_params = checkpoint.set_params
+
+    def spy(model, values):
+        seen.update({path: value.dtype for path, value in values.items()})
+        return set_params(model, values)
+
+    monkeypatch.setattr(checkpoint, "set_params", spy)
+    return seen
+
+
+def load_sources(tmp_path, state: dict, source: str):
+    """(path, mesh) of the tiny model's checkpoint as `source`: a file, a converted directory, or a file
+    whose weights are split over 8 devices."""
+    path = tmp_path / "model.safetensors"
+    write_checkpoint(path, CFG, official_state(state, torch.bfloat16))
+    if source == "converted":
+        ltx_jax.convert_checkpoint(path, tmp_path / "converted", dtype="bfloat16", progress=False)
+        path = tmp_path / "converted"
+    return path, make_mesh(8) if source == "sharded" else None
 
 
 def test_fp8_cast_keys_are_the_references():
@@ -106,17 +133,13 @@ def test_the_cast_rounds_to_nearest_like_torch(dtype):
 
 
 @pytest.mark.parametrize("source", ["safetensors", "converted", "sharded"])
-def test_load_checkpoint_fp8_cast_equals_quantizing_in_memory(tmp_path, source):
+def test_load_checkpoint_fp8_cast_equals_quantizing_in_memory(tmp_path, source, monkeypatch):
     """The loader casts each targeted tensor as it places it (a file, a converted directory, or weights
     split over 8 devices): the same fp8 parameters, dtypes and outputs as quantizing the whole model."""
     reference = torch_model(CFG, 0)
     state = {k: v.to(torch.bfloat16) for k, v in reference.state_dict().items()}
-    path = tmp_path / "model.safetensors"
-    write_checkpoint(path, CFG, official_state(state, torch.bfloat16))
-    if source == "converted":
-        ltx_jax.convert_checkpoint(path, tmp_path / "converted", dtype="bfloat16", progress=False)
-        path = tmp_path / "converted"
-    mesh = make_mesh(8) if source == "sharded" else None
+    path, mesh = load_sources(tmp_path, state, source)
+    placed = spy_on_placed_dtypes(monkeypatch)
     loaded, _ = ltx_jax.load_checkpoint(
         path, mesh=mesh, shard_weights=mesh is not None, dtype=jnp.bfloat16, attention_backend="xla",
         quantization="fp8-cast", progress=False,
@@ -128,6 +151,7 @@ def test_load_checkpoint_fp8_cast_equals_quantizing_in_memory(tmp_path, source):
     for path_, variable in nnx.to_flat_state(nnx.state(expected, nnx.Param)):
         got = np.asarray(params[path_].get_value())
         assert got.dtype == variable.get_value().dtype, path_
+        assert placed[path_] == got.dtype, path_  # cast as placed, not once all were in bf16
         np.testing.assert_array_equal(got.view(np.uint8), np.asarray(variable.get_value()).view(np.uint8))
     assert loaded.transformer_blocks[1].ff.net[2].dtype == jnp.bfloat16
     got = run_jax(loaded, *default_inputs(CFG), dtype=jnp.bfloat16)
@@ -226,19 +250,44 @@ def test_a_lora_on_an_fp8_model_stays_fp8_and_applies():
     assert relative_error(with_fp8, np.asarray(base)) > 0.05
 
 
-def test_load_checkpoint_fp8_equals_quantizing_in_memory(tmp_path):
+@pytest.mark.parametrize("source", ["safetensors", "converted", "sharded"])
+def test_load_checkpoint_fp8_equals_quantizing_in_memory(tmp_path, source, monkeypatch):
+    """Each kernel quantized as it is placed (its maximum taken shard by shard) equals `quantize_fp8` on the
+    whole bf16 model, bit for bit, scales included."""
     reference = torch_model(CFG, 0)
     state = {k: v.to(torch.bfloat16) for k, v in reference.state_dict().items()}
-    path = tmp_path / "model.safetensors"
-    write_checkpoint(path, CFG, official_state(state, torch.bfloat16))
+    path, mesh = load_sources(tmp_path, state, source)
+    placed = spy_on_placed_dtypes(monkeypatch)
     loaded, _ = ltx_jax.load_checkpoint(
-        path, dtype=jnp.bfloat16, attention_backend="xla", quantization="fp8", progress=False
-    )
+        path, mesh=mesh, shard_weights=mesh is not None, dtype=jnp.bfloat16, attention_backend="xla",
+        quantization="fp8", progress=False,
+    )  # fmt: skip
     expected = jax_model(CFG, reference, jnp.bfloat16)
     ltx_jax.load_state_dict(expected, state)
+    kernels = [target[0] for target in fp8_targets(expected)]
     quantize_fp8(expected)
     assert isinstance(loaded.transformer_blocks[1].attn1.to_q, Fp8Linear)
+    assert kernels
+    assert all(placed[kernel] == FP8 for kernel in kernels)  # quantized as placed
     got = dict(nnx.to_flat_state(nnx.state(loaded, nnx.Param)))
     for path_, variable in nnx.to_flat_state(nnx.state(expected, nnx.Param)):
         ours, theirs = (np.atleast_1d(np.asarray(v.get_value())) for v in (got[path_], variable))
         np.testing.assert_array_equal(ours.view(np.uint8), theirs.view(np.uint8))
+
+
+def test_load_checkpoint_fp8_keeps_an_fp8_checkpoints_weights_as_stored(tmp_path):
+    """An fp8 checkpoint's per-tensor scaled kernels load as stored (the bytes, transposed, and the scale),
+    not dequantized to bf16 and quantized again; the kernels of the blocks that stay bf16 dequantize."""
+    stored, dequantized = fp8_scaled(torch_model(CFG, 0).state_dict())
+    path = tmp_path / "fp8.safetensors"
+    write_checkpoint(path, CFG, {DIT_PREFIX + k: v for k, v in stored.items()})
+    loaded, _ = ltx_jax.load_checkpoint(
+        path, dtype=jnp.bfloat16, attention_backend="xla", quantization="fp8", progress=False
+    )
+    q = loaded.transformer_blocks[1].attn1.to_q
+    file_values = stored["transformer_blocks.1.attn1.to_q.weight"].view(torch.uint8).numpy().T
+    np.testing.assert_array_equal(np.asarray(q.kernel.get_value()).view(np.uint8), file_values)
+    assert float(q.kernel_scale.get_value()) == float(stored["transformer_blocks.1.attn1.to_q.weight_scale"])
+    for key, module in (("transformer_blocks.0.attn1.to_q", loaded.transformer_blocks[0].attn1.to_q),):
+        expected = dequantized[f"{key}.weight"].to(torch.bfloat16).float().numpy().T
+        np.testing.assert_array_equal(np.asarray(module.kernel.get_value(), np.float32), expected)

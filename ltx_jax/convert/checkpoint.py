@@ -33,19 +33,13 @@ from ltx_jax.config import LTXConfig
 from ltx_jax.convert.dit_tensors import DitTensors, Lora, checkpoint_config, parse_dtype
 from ltx_jax.convert.orbax_parts import PartWriter, lookup, nest, restore_parts
 from ltx_jax.convert.placement import Progress, place_parameter, place_table
+from ltx_jax.convert.quantize_on_load import QuantizeOnLoad
 from ltx_jax.convert.safetensors_file import SafetensorsFile
 from ltx_jax.convert.state_dict import expected_keys, set_params, transpose
 from ltx_jax.interrupts import raise_if_signalled
 from ltx_jax.model.attention_backends import AttentionBackend
 from ltx_jax.model.model import LTXModel
-from ltx_jax.model.quantization import (
-    FP8,
-    Quantization,
-    check_quantization,
-    is_fp8_cast_key,
-    quantize_fp8,
-    quantize_fp8_cast,
-)
+from ltx_jax.model.quantization import Quantization, check_quantization
 from ltx_jax.parallel.sharding import param_sharding
 
 FORMAT_FILE = "ltx_jax_checkpoint.json"
@@ -187,11 +181,12 @@ def load_checkpoint(
         loras: for `.safetensors` only: LoRAs fused at load time (convert_checkpoint fuses them
             into a converted checkpoint).
         progress: a progress bar on stderr while a `.safetensors` file loads.
-        quantization: "fp8-cast" keeps the transformer blocks' linear weights in float8_e4m3fn, each
-            cast as it is placed (the model's weights never sit on the device in `dtype` all at once;
-            a converted directory is restored in its stored dtype first), upcast to `dtype` in the
-            matmuls (`ltx_jax.model.quantization`). "fp8" runs most blocks' linears as fp8 matmuls
-            (per-tensor scaled weights and inputs; `Fp8Linear`), quantized from `dtype` once loaded.
+        quantization: "fp8-cast" keeps the transformer blocks' linear weights in float8_e4m3fn, upcast
+            to `dtype` in the matmuls (`ltx_jax.model.quantization`). "fp8" runs most blocks' linears as
+            fp8 matmuls (per-tensor scaled weights, per-token scaled inputs; `Fp8Linear`); a kernel the
+            file stores in fp8 with a per-tensor scale is kept as stored. Either way each weight is
+            quantized as it is placed (`quantize_on_load`): the model never sits on the devices in
+            `dtype` as a whole.
     """
     target = parse_dtype(dtype)
     check_quantization(quantization)
@@ -201,21 +196,16 @@ def load_checkpoint(
     if os.path.isdir(path):
         if config is not None or loras:
             raise ValueError("config and loras apply to .safetensors files; a converted checkpoint has them built in.")
-        model, cfg = _load_converted(path, mesh, target, shard_weights, attention_backend, quantization)
+        model, cfg, quantize = _load_converted(path, mesh, target, shard_weights, attention_backend, quantization)
     elif path.endswith(".safetensors") and os.path.isfile(path):
-        model, cfg = _load_safetensors(
+        model, cfg, quantize = _load_safetensors(
             path, mesh, target, shard_weights, config, tuple(loras), attention_backend, progress, quantization
         )
     else:
         raise ValueError(
             f"load_checkpoint: {path!r} is neither a directory written by convert_checkpoint nor a .safetensors file."
         )
-    if quantization == "fp8-cast":
-        table = expected_keys(model)
-        quantize_fp8_cast(model, ((key, entry[0]) for key, entry in table.items()), target)
-    elif quantization == "fp8":
-        quantize_fp8(model)
-    return model, cfg
+    return quantize.finish(model, target), cfg
 
 
 def _sharding(shape: tuple[int, ...], mesh: Mesh | None, shard_weights: bool) -> jax.sharding.Sharding:
@@ -232,20 +222,25 @@ def _load_safetensors(
     attention_backend: AttentionBackend,
     progress: bool,
     quantization: Quantization,
-) -> tuple[LTXModel, LTXConfig]:
+) -> tuple[LTXModel, LTXConfig, QuantizeOnLoad]:
     st = SafetensorsFile(path)
     cfg, _ = checkpoint_config(st, config)
     model = LTXModel.abstract(cfg, dtype, attention_backend)
     table = expected_keys(model)
     tensors = DitTensors(st, dtype, loras)
     tensors.check_against(table)
+    quantize = QuantizeOnLoad.plan(model, quantization, table)
+    sharding_for = functools.partial(_sharding, mesh=mesh, shard_weights=shard_weights)
 
     def place(key: str, transposed: bool, torch_shape: tuple[int, ...], _: np.dtype) -> jax.Array:
-        sharding_for = functools.partial(_sharding, mesh=mesh, shard_weights=shard_weights)
-        placed = place_parameter(torch_shape, transposed, sharding_for, lambda box: tensors.read(key, box))
-        return placed.astype(FP8) if quantization == "fp8-cast" and is_fp8_cast_key(key) else placed
+        path = table[key][0]
+        stored_scale = tensors.stored_fp8_scale(key) if path in quantize.fp8_kernels else None
+        read = tensors.read if stored_scale is None else tensors.read_stored
+        values = place_parameter(torch_shape, transposed, sharding_for, lambda box: read(key, box))
+        return quantize(path, values) if stored_scale is None else quantize.place_stored(path, values, stored_scale)
 
-    return set_params(model, place_table(table, place, f"loading {os.path.basename(path)}", progress)), cfg
+    placed = place_table(table, place, f"loading {os.path.basename(path)}", progress)
+    return set_params(model, placed), cfg, quantize
 
 
 def _load_converted(
@@ -255,27 +250,25 @@ def _load_converted(
     shard_weights: bool,
     attention_backend: AttentionBackend,
     quantization: Quantization,
-) -> tuple[LTXModel, LTXConfig]:
+) -> tuple[LTXModel, LTXConfig, QuantizeOnLoad]:
     manifest = converted_manifest(path)
     cfg = LTXConfig(**manifest["config"])
     stored = parse_dtype(manifest["dtype"])
-    model = LTXModel.abstract(cfg, stored, attention_backend)
-    flat = dict(nnx.to_flat_state(nnx.state(model, nnx.Param)))
-    shapes = {p: v.get_value().shape for p, v in flat.items()}
+    model = LTXModel.abstract(cfg, dtype, attention_backend)
+    shapes = {p: v.get_value().shape for p, v in nnx.to_flat_state(nnx.state(model, nnx.Param))}
     abstract = {
         p: jax.ShapeDtypeStruct(shape, stored, sharding=_sharding(shape, mesh, shard_weights))
         for p, shape in shapes.items()
     }
+    quantize = QuantizeOnLoad.plan(model, quantization)
+
+    def finish(param_path: tuple[Any, ...], value: jax.Array) -> jax.Array:
+        return quantize(param_path, value.astype(dtype))
+
     params = os.path.join(path, PARAMS_DIR)
     if manifest["format"] == 1:
         restored = ocp.load(params, nest(abstract))
-        values = {p: lookup(restored, p) for p in flat}
-    else:
-        values = restore_parts(params, manifest["parts"], abstract)
-    fp8 = {path for key, (path, *_) in expected_keys(model).items() if is_fp8_cast_key(key)}
-    if quantization != "fp8-cast":
-        fp8 = set()
-    if dtype != stored:
-        model = LTXModel.abstract(cfg, dtype, attention_backend)
-    values = {p: v.astype(FP8 if p in fp8 else dtype) for p, v in values.items()}
-    return set_params(model, values), cfg
+        values = {p: finish(p, lookup(restored, p)) for p in abstract}
+    else:  # each part quantized as it is restored
+        values = restore_parts(params, manifest["parts"], abstract, finish)
+    return set_params(model, values), cfg, quantize

@@ -164,6 +164,23 @@ class DitTensors:
         if problems:
             raise ValueError(f"{self.st.path}: the DiT tensors do not match the config: " + "; ".join(problems) + ".")
 
+    def stored_fp8_scale(self, key: str) -> np.ndarray | None:
+        """The per-tensor scale of the weight `key` where the file stores it in float8_e4m3fn with one
+        (and no LoRA is fused into it): `read_stored` values times it are the weight. None otherwise."""
+        file_key = self.names[key]
+        if not file_key.endswith(".weight") or any(key in pairs for _, pairs in self._loras):
+            return None
+        scale_key = file_key[: -len(".weight")] + FP8_SCALE_SUFFIX
+        if scale_key not in self.st or self.st.info(file_key).dtype != ml_dtypes.float8_e4m3fn:
+            return None
+        scale = self.st.read(scale_key)
+        return scale.reshape(()).astype(np.float32) if scale.size == 1 else None
+
+    def read_stored(self, key: str, index: Box | None = None) -> np.ndarray:
+        """The parameter `key` (or its box) as the file stores it, in its stored dtype."""
+        file_key = self.names[key]
+        return self.st.read(file_key, normalize_box(self.st.info(file_key).shape, index))
+
     def read(self, key: str, index: Box | None = None) -> np.ndarray:
         """The parameter `key` (model key, no prefix), dequantized, LoRA-fused, in `self.dtype`; with
         `index` (a step-1 slice per axis, ltx-core layout) only that box, reading only its bytes."""

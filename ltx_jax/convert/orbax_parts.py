@@ -12,7 +12,7 @@ converting.
 import contextvars
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -85,10 +85,15 @@ class PartWriter:
 
 
 def restore_parts(
-    directory: str, parts: Sequence[Sequence[str]], abstract: Mapping[tuple[Any, ...], jax.ShapeDtypeStruct]
+    directory: str,
+    parts: Sequence[Sequence[str]],
+    abstract: Mapping[tuple[Any, ...], jax.ShapeDtypeStruct],
+    finish: Callable[[tuple[Any, ...], jax.Array], jax.Array] = lambda _, value: value,
 ) -> dict[tuple[Any, ...], jax.Array]:
     """Every parameter of `abstract` (path -> shape, dtype and sharding) restored from the parts under
-    `directory` that the manifest lists (`parts`: each part's keys), after `check_parts`.
+    `directory` that the manifest lists (`parts`: each part's keys), after `check_parts`, and passed
+    through `finish(path, value)` as soon as its part is restored (a cast or a quantization: the
+    restored values of only the parts in flight are held at once).
 
     A single process restores `RESTORE_THREADS` parts at a time, each in a copy of the caller's context
     (an `ocp.Context` entered around the load applies). Processes of a multi-process mesh restore one part
@@ -100,7 +105,7 @@ def restore_parts(
     def restore(index: int, keys: Sequence[str]) -> dict[tuple[Any, ...], jax.Array]:
         wanted = {paths[k]: abstract[paths[k]] for k in keys}
         restored = ocp.load(part_dir(directory, index), nest(wanted))
-        return {path: lookup(restored, path) for path in wanted}
+        return {path: finish(path, lookup(restored, path)) for path in wanted}
 
     values: dict[tuple[Any, ...], jax.Array] = {}
     with ThreadPoolExecutor(RESTORE_THREADS if jax.process_count() == 1 else 1) as pool:

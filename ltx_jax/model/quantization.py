@@ -31,8 +31,8 @@ the same products in float32.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -87,7 +87,11 @@ def _module_at(model: nnx.Module, path: tuple) -> object:
 
 def per_tensor_scale(x: jax.Array) -> jax.Array:
     """max |x| / 448 as a float32 scalar (1 for an all-zero tensor): x / scale fills e4m3's range."""
-    amax = jnp.max(jnp.abs(x.astype(jnp.float32)))
+    return scale_of_amax(jnp.max(jnp.abs(x.astype(jnp.float32))))
+
+
+def scale_of_amax(amax: jax.Array) -> jax.Array:
+    """The per-tensor scale of a tensor whose largest magnitude is `amax` (float32): amax / 448, or 1."""
     return jnp.where(amax > 0, amax / FP8_MAX, 1.0).astype(jnp.float32)
 
 
@@ -139,19 +143,36 @@ class Fp8Linear(nnx.Module):
         return y if self.bias is None else y + self.bias[...].astype(x.dtype)
 
 
-def quantize_fp8(model: nnx.Module) -> nnx.Module:
-    """`model` (an `LTXModel`, in place) with every `nnx.Linear` of its transformer blocks outside
-    `FP8_EXCLUDED_BLOCKS` replaced by an `Fp8Linear` quantized from its weights (each bf16 kernel is
-    freed once replaced: the peak is the bf16 model's)."""
+def fp8_targets(model: nnx.Module) -> list[tuple[tuple[Any, ...], nnx.Module, str, nnx.Linear]]:
+    """(kernel parameter path, parent module, attribute, linear) of every linear `quantize_fp8` replaces:
+    all of each transformer block's `nnx.Linear`s outside `FP8_EXCLUDED_BLOCKS`."""
+    targets = []
     for index, block in enumerate(model.transformer_blocks):
         if index in FP8_EXCLUDED_BLOCKS:
             continue
-        linears = [(path, module) for path, module in nnx.iter_modules(block) if isinstance(module, nnx.Linear)]
-        for path, linear in linears:
-            parent = _module_at(block, path[:-1])
+        for path, module in nnx.iter_modules(block):
+            if isinstance(module, nnx.Linear):
+                kernel_path = ("transformer_blocks", index, *path, "kernel")
+                targets.append((kernel_path, _module_at(block, path[:-1]), path[-1], module))
+    return targets
+
+
+def quantize_fp8(model: nnx.Module, scales: Mapping[tuple[Any, ...], jax.Array] | None = None) -> nnx.Module:
+    """`model` (an `LTXModel`, in place) with every linear of `fp8_targets` replaced by an `Fp8Linear`.
+
+    A linear whose kernel is still in the model dtype is quantized from it (the bf16 kernel is freed once
+    replaced). One whose kernel is already float8_e4m3fn (quantized by the loader as it was placed) keeps
+    it, with its scale from `scales` (kernel parameter path -> float32 scale)."""
+    for kernel_path, parent, name, linear in fp8_targets(model):
+        kernel = linear.kernel[...]
+        if kernel.dtype == FP8:
+            if scales is None or kernel_path not in scales:
+                raise ValueError(f"quantize_fp8: the fp8 kernel at {kernel_path} comes without its scale.")
+            replacement = Fp8Linear(kernel, scales[kernel_path], None if linear.bias is None else linear.bias[...])
+        else:
             replacement = Fp8Linear.from_linear(linear)
-            if isinstance(parent, nnx.List):
-                parent[int(path[-1])] = replacement
-            else:
-                setattr(parent, path[-1], replacement)
+        if isinstance(parent, nnx.List):
+            parent[int(name)] = replacement
+        else:
+            setattr(parent, name, replacement)
     return model

@@ -1,0 +1,113 @@
+"""Quantizing each parameter as a load places it, so a quantized model never sits on the devices in bf16.
+
+fp8-cast casts each targeted weight as it lands. fp8 quantizes each targeted kernel as it lands, with the
+scale `quantize_per_tensor` would give it: max |w| / 448, the maximum taken shard by shard on the devices
+that hold them (no collective: loads place several tensors at once from threads, and collectives launched
+from threads may meet in a different order on each device) and combined on the host. At most the
+loader's in-flight tensors are in bf16 at once, rather than the whole model before `quantize_fp8` ran.
+
+A kernel that a checkpoint stores in float8_e4m3fn with a per-tensor scale is placed as stored, with that
+scale (`place_stored`), not dequantized and quantized again. A kernel some of whose shards belong to other
+processes (weights sharded over a multi-process mesh) is left in bf16 here and quantized by
+`quantize_fp8` once the model is whole, on the main thread, in the same order in every process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import NamedSharding, Sharding
+from jax.sharding import PartitionSpec as P
+
+from ltx_jax.convert.state_dict import expected_keys
+from ltx_jax.model.quantization import (
+    FP8,
+    Quantization,
+    fp8_targets,
+    is_fp8_cast_key,
+    quantize_fp8,
+    quantize_fp8_cast,
+    scale_of_amax,
+    to_fp8,
+)
+
+Path = tuple[Any, ...]
+KeyTable = Mapping[str, tuple[Path, bool, tuple[int, ...], np.dtype]]  # an `expected_keys` table
+
+_shard_amax = jax.jit(lambda x: jnp.max(jnp.abs(x.astype(jnp.float32))))
+_scale_of_amax = jax.jit(scale_of_amax)
+_to_fp8 = jax.jit(to_fp8)
+
+
+def replicated_like(array: jax.Array) -> Sharding:
+    """A sharding that replicates a scalar over the devices holding `array`."""
+    sharding = array.sharding
+    return NamedSharding(sharding.mesh, P()) if isinstance(sharding, NamedSharding) else sharding
+
+
+def quantize_placed(kernel: jax.Array) -> tuple[jax.Array, jax.Array] | None:
+    """`quantize_per_tensor(kernel)`, bit for bit, computed without a collective; None when some of
+    `kernel`'s shards are on other processes' devices."""
+    if not kernel.is_fully_addressable:
+        return None
+    maxima = [_shard_amax(shard.data) for shard in kernel.addressable_shards if shard.replica_id == 0]
+    amax = max(float(m) for m in maxima)  # exact: a max of float32 maxima
+    scale = jax.device_put(_scale_of_amax(np.float32(amax)), replicated_like(kernel))
+    return _to_fp8(kernel, scale), scale
+
+
+@dataclasses.dataclass
+class QuantizeOnLoad:
+    """What a load does to each parameter as it is placed, for `quantization`, and to the model after.
+
+    Call it on each placed parameter (`quantize(path, value)`), from any thread; then `finish(model)`
+    on the model holding the values it returned."""
+
+    quantization: Quantization
+    cast_keys: tuple[tuple[str, Path], ...]  # fp8-cast: (checkpoint key, parameter path) of each targeted one
+    fp8_kernels: frozenset[Path]  # fp8: the kernels `quantize_fp8` replaces
+    scales: dict[Path, jax.Array] = dataclasses.field(default_factory=dict)
+    cast_paths: frozenset[Path] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cast_paths = frozenset(path for _, path in self.cast_keys)
+
+    @classmethod
+    def plan(cls, model: nnx.Module, quantization: Quantization, table: KeyTable | None = None) -> QuantizeOnLoad:
+        """The plan for `model` (abstract is enough: only paths and keys are read); `table` is its
+        `expected_keys`, where the caller has it."""
+        cast_keys = ()
+        if quantization == "fp8-cast":
+            table = expected_keys(model) if table is None else table
+            cast_keys = tuple((key, entry[0]) for key, entry in table.items() if is_fp8_cast_key(key))
+        kernels = frozenset(target[0] for target in fp8_targets(model)) if quantization == "fp8" else frozenset()
+        return cls(quantization, cast_keys, kernels)
+
+    def __call__(self, path: Path, value: jax.Array) -> jax.Array:
+        """The placed parameter at `path` as the quantized model keeps it."""
+        if path in self.cast_paths:
+            return value.astype(FP8)
+        if path in self.fp8_kernels:
+            quantized = quantize_placed(value)
+            if quantized is not None:
+                value, self.scales[path] = quantized
+        return value
+
+    def place_stored(self, path: Path, values: jax.Array, scale: np.ndarray) -> jax.Array:
+        """A kernel placed in its stored float8_e4m3fn, kept with its stored scale."""
+        self.scales[path] = jax.device_put(np.asarray(scale, np.float32).reshape(()), replicated_like(values))
+        return values
+
+    def finish(self, model: nnx.Module, compute_dtype: jnp.dtype) -> nnx.Module:
+        """`model`, holding the values this returned, with its linears turned fp8 (in place)."""
+        if self.quantization == "fp8-cast":
+            return quantize_fp8_cast(model, self.cast_keys, compute_dtype)
+        if self.quantization == "fp8":
+            return quantize_fp8(model, self.scales)
+        return model
