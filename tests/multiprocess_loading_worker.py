@@ -1,12 +1,13 @@
 """One of two processes (4 CPU devices each) that load a checkpoint onto their common 8-device mesh.
 
-Usage: python multiprocess_loading_worker.py PORT PROCESS_ID SAFETENSORS CONVERTED_DIR OUT_DIR
+Usage: python multiprocess_loading_worker.py PORT PROCESS_ID SAFETENSORS CONVERTED_DIR OUT_DIR FP8_SAFETENSORS
 
-Loads SAFETENSORS with `shard_weights=True` and replicated, CONVERTED_DIR with `shard_weights=True`, and
-SAFETENSORS with `shard_weights=True, quantization="fp8"` (kernels split over both processes: quantized once
-the model is whole, on the main thread, rather than as they are placed), counting the bytes every read of
-the safetensors file asks for. Writes OUT_DIR/process{i}.npz (per load and parameter, a full-size float32
-array holding this process's shards and NaN elsewhere) and OUT_DIR/process{i}.json (bytes read per load).
+Loads SAFETENSORS with `shard_weights=True` and replicated, CONVERTED_DIR with `shard_weights=True`, then
+with `quantization="fp8"`: SAFETENSORS sharded (kernels split over both processes: quantized once the model
+is whole, on the main thread) and replicated (each kernel quantized as it is placed), and FP8_SAFETENSORS
+(fp8 kernels with their scales) sharded, kept as stored. Counts the bytes every read of the safetensors
+file asks for. Writes OUT_DIR/process{i}.npz (per load and parameter, a full-size float32 array holding
+this process's shards and NaN elsewhere) and OUT_DIR/process{i}.json (bytes read per load).
 """
 
 import json
@@ -20,7 +21,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
-port, process_id, src, converted, out_dir = sys.argv[1:6]
+port, process_id, src, converted, out_dir, fp8_src = sys.argv[1:7]
 process_id = int(process_id)
 jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=process_id, initialization_timeout=60)
 
@@ -71,9 +72,11 @@ def load(path: str, shard_weights: bool, gap: int, quantization: str = "none") -
 sharded, sharded_bytes = load(src, shard_weights=True, gap=0)
 replicated, replicated_bytes = load(src, shard_weights=False, gap=safetensors_file.COALESCE_GAP_BYTES)
 restored, _ = load(converted, shard_weights=True, gap=0)
-quantized, _ = load(src, shard_weights=True, gap=0, quantization="fp8")
+loads = {"sharded": sharded, "replicated": replicated, "orbax": restored}
+for name, path, shard_weights in (("fp8", src, True), ("fp8 replicated", src, False), ("fp8 file", fp8_src, True)):
+    loads[name], _ = load(path, shard_weights=shard_weights, gap=0, quantization="fp8")
 arrays = {}
-for name, model in (("sharded", sharded), ("replicated", replicated), ("orbax", restored), ("fp8", quantized)):
+for name, model in loads.items():
     arrays.update({f"{name}:{path}": held for path, held in holdings(model).items()})
 np.savez(os.path.join(out_dir, f"process{process_id}.npz"), **arrays)
 with open(os.path.join(out_dir, f"process{process_id}.json"), "w") as f:

@@ -109,12 +109,21 @@ def test_two_processes_read_only_their_shards(tmp_path, monkeypatch):
     assert len(os.listdir(tmp_path / "converted" / "params")) > 10
     port = free_port()
     command = [sys.executable, WORKER, str(port)]
-    run_processes([[*command, str(i), str(src), str(tmp_path / "converted"), str(tmp_path)] for i in range(PROCESSES)])
+    fp8_src = tmp_path / "fp8.safetensors"
+    fp8_state, _ = fp8_scaled(torch_model(CFG).state_dict())
+    write_checkpoint(fp8_src, CFG, {DIT_PREFIX + k: v for k, v in fp8_state.items()})
+    arguments = [str(src), str(tmp_path / "converted"), str(tmp_path), str(fp8_src)]
+    run_processes([[*command, str(i), *arguments] for i in range(PROCESSES)])
 
-    expected, expected_fp8 = (
-        {"/".join(map(str, p)): np.asarray(v.get_value(), np.float32) for p, v in nnx.to_flat_state(nnx.state(m))}
-        for m, _ in (ltx_jax.load_checkpoint(src, dtype=jnp.float32, quantization=q) for q in ("none", "fp8"))
-    )
+    def single_process(path, quantization: str) -> dict[str, np.ndarray]:
+        model, _ = ltx_jax.load_checkpoint(path, dtype=jnp.float32, quantization=quantization)
+        return {
+            "/".join(map(str, p)): np.asarray(v.get_value(), np.float32) for p, v in nnx.to_flat_state(nnx.state(model))
+        }
+
+    expected, expected_fp8, expected_fp8_file = (
+        single_process(src, "none"), single_process(src, "fp8"), single_process(fp8_src, "fp8")
+    )  # fmt: skip
     shapes = [shape for _, _, shape, _ in expected_keys(ltx_jax.LTXModel.abstract(CFG, np.dtype(np.float32))).values()]
     total = sum(math.prod(shape) * 4 for shape in shapes)
     share = sum(process_share(shape, 4) for shape in shapes)  # transposition keeps the byte count
@@ -126,7 +135,8 @@ def test_two_processes_read_only_their_shards(tmp_path, monkeypatch):
         assert counts["sharded"] == share, f"process {i} read {counts['sharded']} bytes, its shards are {share}"
         assert counts["replicated"] == total, f"process {i}: each tensor once, not once per device"
     loads = [(load, name, value) for load in ("sharded", "orbax", "replicated") for name, value in expected.items()]
-    loads += [("fp8", name, value) for name, value in expected_fp8.items()]  # the same scales and fp8 values
+    for load, values in (("fp8", expected_fp8), ("fp8 replicated", expected_fp8), ("fp8 file", expected_fp8_file)):
+        loads += [(load, name, value) for name, value in values.items()]  # the same scales and fp8 values
     assert any(value.ndim == 0 for _, name, value in loads if name.endswith("kernel_scale"))
     for load, name, value in loads:
         parts = [h[f"{load}:{name}"] for h in held]
@@ -134,7 +144,7 @@ def test_two_processes_read_only_their_shards(tmp_path, monkeypatch):
             mask = ~np.isnan(part)
             np.testing.assert_array_equal(part[mask], value[mask], err_msg=f"{load}:{name}")
         assert np.all(np.any([~np.isnan(p) for p in parts], axis=0)), f"{load}:{name}: not every element held"
-        if load != "replicated" and is_split(value.shape):
+        if "replicated" not in load and is_split(value.shape):
             assert all(np.isnan(p).any() for p in parts), f"{load}:{name} is not split between the processes"
 
 

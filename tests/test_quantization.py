@@ -76,15 +76,16 @@ def spy_on_placed_dtypes(monkeypatch) -> dict:
     return seen
 
 
-def load_sources(tmp_path, state: dict, source: str):
-    """(path, mesh) of the tiny model's checkpoint as `source`: a file, a converted directory, or a file
-    whose weights are split over 8 devices."""
+def load_sources(tmp_path, state: dict, source: str) -> tuple:
+    """(path, loading options) of the tiny model's checkpoint as `source`: a file, a converted directory,
+    or a file whose weights are split over ("sharded") or copied to ("replicated") 8 devices."""
     path = tmp_path / "model.safetensors"
     write_checkpoint(path, CFG, official_state(state, torch.bfloat16))
     if source == "converted":
         ltx_jax.convert_checkpoint(path, tmp_path / "converted", dtype="bfloat16", progress=False)
         path = tmp_path / "converted"
-    return path, make_mesh(8) if source == "sharded" else None
+    mesh = make_mesh(8) if source in ("sharded", "replicated") else None
+    return path, {"mesh": mesh, "shard_weights": source == "sharded"}
 
 
 def test_fp8_cast_keys_are_the_references():
@@ -138,12 +139,12 @@ def test_load_checkpoint_fp8_cast_equals_quantizing_in_memory(tmp_path, source, 
     split over 8 devices): the same fp8 parameters, dtypes and outputs as quantizing the whole model."""
     reference = torch_model(CFG, 0)
     state = {k: v.to(torch.bfloat16) for k, v in reference.state_dict().items()}
-    path, mesh = load_sources(tmp_path, state, source)
+    path, options = load_sources(tmp_path, state, source)
+    mesh = options["mesh"]
     placed = spy_on_placed_dtypes(monkeypatch)
     loaded, _ = ltx_jax.load_checkpoint(
-        path, mesh=mesh, shard_weights=mesh is not None, dtype=jnp.bfloat16, attention_backend="xla",
-        quantization="fp8-cast", progress=False,
-    )  # fmt: skip
+        path, **options, dtype=jnp.bfloat16, attention_backend="xla", quantization="fp8-cast", progress=False
+    )
     expected = jax_model(CFG, reference, jnp.bfloat16)
     ltx_jax.load_state_dict(expected, state)
     quantize_fp8_cast(expected, [(key, entry[0]) for key, entry in expected_keys(expected).items()], jnp.bfloat16)
@@ -250,18 +251,17 @@ def test_a_lora_on_an_fp8_model_stays_fp8_and_applies():
     assert relative_error(with_fp8, np.asarray(base)) > 0.05
 
 
-@pytest.mark.parametrize("source", ["safetensors", "converted", "sharded"])
+@pytest.mark.parametrize("source", ["safetensors", "converted", "sharded", "replicated"])
 def test_load_checkpoint_fp8_equals_quantizing_in_memory(tmp_path, source, monkeypatch):
     """Each kernel quantized as it is placed (its maximum taken shard by shard) equals `quantize_fp8` on the
     whole bf16 model, bit for bit, scales included."""
     reference = torch_model(CFG, 0)
     state = {k: v.to(torch.bfloat16) for k, v in reference.state_dict().items()}
-    path, mesh = load_sources(tmp_path, state, source)
+    path, options = load_sources(tmp_path, state, source)
     placed = spy_on_placed_dtypes(monkeypatch)
     loaded, _ = ltx_jax.load_checkpoint(
-        path, mesh=mesh, shard_weights=mesh is not None, dtype=jnp.bfloat16, attention_backend="xla",
-        quantization="fp8", progress=False,
-    )  # fmt: skip
+        path, **options, dtype=jnp.bfloat16, attention_backend="xla", quantization="fp8", progress=False
+    )
     expected = jax_model(CFG, reference, jnp.bfloat16)
     ltx_jax.load_state_dict(expected, state)
     kernels = [target[0] for target in fp8_targets(expected)]

@@ -7,9 +7,10 @@ from threads may meet in a different order on each device) and combined on the h
 loader's in-flight tensors are in bf16 at once, rather than the whole model before `quantize_fp8` ran.
 
 A kernel that a checkpoint stores in float8_e4m3fn with a per-tensor scale is placed as stored, with that
-scale (`place_stored`), not dequantized and quantized again. A kernel some of whose shards belong to other
-processes (weights sharded over a multi-process mesh) is left in bf16 here and quantized by
-`quantize_fp8` once the model is whole, on the main thread, in the same order in every process.
+scale (`place_stored`), not dequantized and quantized again. Two exceptions hold bf16 longer: a kernel some
+of whose shards belong to other processes (weights sharded over a multi-process mesh) is left in bf16 here
+and quantized by `quantize_fp8` once the model is whole, on the main thread, in the same order in every
+process; and a converted directory of the first format (one Orbax checkpoint) is restored whole first.
 """
 
 from __future__ import annotations
@@ -51,14 +52,24 @@ def replicated_like(array: jax.Array) -> Sharding:
     return NamedSharding(sharding.mesh, P()) if isinstance(sharding, NamedSharding) else sharding
 
 
+def placed_scale(scale: float, like: jax.Array) -> jax.Array:
+    """The float32 `scale` replicated over the devices holding `like`, each process supplying its own copy
+    (every process computes the same value): `jax.device_put` onto devices of other processes would
+    check that with a collective, from the loader's threads."""
+    value = np.asarray(scale, np.float32).reshape(())
+    return jax.make_array_from_callback((), replicated_like(like), lambda _: value)
+
+
 def quantize_placed(kernel: jax.Array) -> tuple[jax.Array, jax.Array] | None:
-    """`quantize_per_tensor(kernel)`, bit for bit, computed without a collective; None when some of
-    `kernel`'s shards are on other processes' devices."""
-    if not kernel.is_fully_addressable:
+    """`quantize_per_tensor(kernel)`, bit for bit, computed without a collective; None when this process's
+    devices do not hold the whole of `kernel` (it is split over several processes)."""
+    if not (kernel.is_fully_addressable or kernel.sharding.is_fully_replicated):
         return None
     maxima = [_shard_amax(shard.data) for shard in kernel.addressable_shards if shard.replica_id == 0]
-    amax = max(float(m) for m in maxima)  # exact: a max of float32 maxima
-    scale = jax.device_put(_scale_of_amax(np.float32(amax)), replicated_like(kernel))
+    if not maxima:  # replicated over several processes: this process holds copies only
+        maxima = [_shard_amax(kernel.addressable_shards[0].data)]
+    amax = np.max(np.array([np.asarray(m) for m in maxima], np.float32))  # exact; a NaN propagates, as jnp.max's
+    scale = placed_scale(np.asarray(_scale_of_amax(amax)), kernel)
     return _to_fp8(kernel, scale), scale
 
 
@@ -101,7 +112,7 @@ class QuantizeOnLoad:
 
     def place_stored(self, path: Path, values: jax.Array, scale: np.ndarray) -> jax.Array:
         """A kernel placed in its stored float8_e4m3fn, kept with its stored scale."""
-        self.scales[path] = jax.device_put(np.asarray(scale, np.float32).reshape(()), replicated_like(values))
+        self.scales[path] = placed_scale(scale, values)
         return values
 
     def finish(self, model: nnx.Module, compute_dtype: jnp.dtype) -> nnx.Module:
