@@ -9,6 +9,7 @@ Nothing here does.
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
@@ -23,7 +24,7 @@ from torchaudio_stand_in import torchaudio_stand_in
 import ltx_jax
 from ltx_jax.parallel import SequenceParallel, make_mesh
 from ltx_jax.pipeline import patchifiers, schedulers
-from ltx_jax.pipeline.denoisers import GuidedDenoiser
+from ltx_jax.pipeline.denoisers import GuidedDenoiser, every_token_generated
 from ltx_jax.pipeline.diffusion_steps import add_noise
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
 from ltx_jax.pipeline.samplers import euler_denoising_loop
@@ -137,6 +138,41 @@ def test_chunked_passes_and_skipped_steps_match(models, contexts):
     denoiser = GuidedDenoiser(counting, *args[1:], skipping, skipping)
     euler_denoising_loop(sigmas, video, audio, denoiser, progress=False)
     assert len(calls) == 2  # steps 0 and 2 run the model; step 1 reuses step 0's x0
+
+
+def test_a_fully_generated_stage_passes_one_timestep_per_sample(models, contexts):
+    """Every token generated (text-to-video): the DiT gets each sample's sigma once, `(B, 1, 1)`, and the loop
+    equals the per-token one, which a device-side mask (or any conditioned token) keeps."""
+    _, model = models
+    shapes = []
+
+    def recording(video, audio, perturbations):
+        shapes.append((video.timesteps.shape, audio.timesteps.shape))
+        return model(video, audio, perturbations)
+
+    params = MultiModalGuiderParams(**VIDEO_GUIDANCE)
+    args = (
+        contexts["video"],
+        contexts["audio"],
+        contexts["video_negative"],
+        contexts["audio_negative"],
+        params,
+        params,
+    )
+    video, audio = noised_states()
+    sigmas = schedulers.ltx2_sigmas(2)
+    per_sample = euler_denoising_loop(sigmas, video, audio, GuidedDenoiser(recording, *args), progress=False)
+    assert set(shapes) == {((4, 1, 1), (4, 1, 1))}  # 4 passes x batch 1, both steps
+    on_device = [s.replace(denoise_mask=jnp.asarray(s.denoise_mask)) for s in (video, audio)]
+    shapes.clear()
+    per_token = euler_denoising_loop(sigmas, *on_device, GuidedDenoiser(recording, *args), progress=False)
+    assert set(shapes) == {((4, video.latent.shape[1], 1), (4, audio.latent.shape[1], 1))}
+    for ours, reference in zip(per_sample, per_token, strict=True):
+        assert relative_error(ours.latent, reference.latent) <= TOLERANCE
+    conditioned = np.ones_like(video.denoise_mask)
+    conditioned[:, 0] = 0.0
+    assert every_token_generated(video.denoise_mask)
+    assert not every_token_generated(conditioned)
 
 
 def test_sequence_parallel_generation_equals_single_device(models, contexts):

@@ -4,6 +4,12 @@ Source: `ltx_pipelines/utils/denoisers.py` (upstream main). Like upstream, every
 step goes into ONE batched forward (batch = passes x B), each sample carrying its own
 perturbations; `max_batch_size` splits that batch into sequential chunks when memory is short.
 The forward is anything with the DiT's call signature: `LTXModel`, or `SequenceParallel` on a mesh.
+
+Where every token of a modality is generated (its denoise mask is 1 everywhere, as in text-to-video),
+each sample passes its sigma as one timestep, `(B, 1, 1)`, rather than one per token: every token's
+timestep is that sigma, so the DiT computes its AdaLN modulation once per sample rather than once per
+token, and the blocks read one row of it (upstream computes `mask * sigma` per token). A mask with a
+conditioned token, or one not on the host (a traced or device array), keeps the per-token timesteps.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
 from ltx_jax.model.modality import Modality
@@ -114,7 +121,8 @@ class GuidedDenoiser:
         if state is None:
             return None
         contexts = tuple(negative if name == "uncond" else context for name, _ in self.passes)
-        return _batched_modality(state, contexts, sigma, enabled=on)
+        per_sample = every_token_generated(state.denoise_mask)
+        return _batched_modality(state, contexts, sigma, enabled=on, per_sample=per_sample)
 
     def _batched_forward(
         self, video: Modality | None, audio: Modality | None, configs: tuple
@@ -153,11 +161,20 @@ def _slice_modality(modality: Modality | None, part: slice) -> Modality | None:
     )
 
 
-@partial(jax.jit, static_argnames=("enabled",))
-def _batched_modality(state: LatentState, contexts: tuple[jax.Array, ...], sigma: float, enabled: bool) -> Modality:
+def every_token_generated(denoise_mask: jax.Array | np.ndarray) -> bool:
+    """Whether `denoise_mask` is a host array that is 1 everywhere: then each token's timestep is its
+    sample's sigma (see the module docstring)."""
+    return isinstance(denoise_mask, np.ndarray) and bool(np.all(denoise_mask == 1))
+
+
+@partial(jax.jit, static_argnames=("enabled", "per_sample"))
+def _batched_modality(
+    state: LatentState, contexts: tuple[jax.Array, ...], sigma: float, enabled: bool, per_sample: bool
+) -> Modality:
     """The DiT's input for every pass at once: the state repeated once per pass, each pass with its
-    own context. One program: op by op, its dozen small programs were each compiled (cold) or read
-    from the cache (warm) on the main thread in a stage's first steps (docs/benchmarks.md)."""
+    own context; timesteps `(B, 1, 1)` with `per_sample` (`every_token_generated`), else `(B, T, 1)`.
+    One program: op by op, its dozen small programs were each compiled (cold) or read from the cache
+    (warm) on the main thread in a stage's first steps (docs/benchmarks.md)."""
 
     def repeat(x: jax.Array) -> jax.Array:
         return jnp.concatenate([x] * len(contexts), axis=0)
@@ -166,7 +183,7 @@ def _batched_modality(state: LatentState, contexts: tuple[jax.Array, ...], sigma
     return Modality(
         latent=repeat(state.latent),
         sigma=sigmas,
-        timesteps=repeat(state.denoise_mask) * sigmas[:, None, None],
+        timesteps=sigmas[:, None, None] if per_sample else repeat(state.denoise_mask) * sigmas[:, None, None],
         positions=repeat(state.positions),
         # in the model's dtype, as the reference's embeddings processor hands it over (a float32
         # context would meet bf16 queries in cross-attention)

@@ -19,10 +19,16 @@ from ltx_jax.pipeline.types import LatentState
 Denoiser = Callable[[LatentState | None, LatentState | None, float, int], tuple[jax.Array | None, jax.Array | None]]
 
 
-@jax.jit
 def _advance(state: LatentState, denoised: jax.Array, sigma: jax.Array, sigma_next: jax.Array) -> LatentState:
+    """The state one Euler step on. Only the latent goes through the program: the rest of the state stays
+    as it was (a host denoise mask stays on the host, where the denoiser reads it)."""
+    return state.replace(latent=_advanced_latent(state, denoised, sigma, sigma_next))
+
+
+@jax.jit
+def _advanced_latent(state: LatentState, denoised: jax.Array, sigma: jax.Array, sigma_next: jax.Array) -> jax.Array:
     denoised = post_process_latent(denoised, state.denoise_mask, state.clean_latent)
-    return state.replace(latent=euler_step(state.latent, denoised, sigma, sigma_next))
+    return euler_step(state.latent, denoised, sigma, sigma_next)
 
 
 def euler_denoising_loop(
