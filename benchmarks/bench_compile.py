@@ -10,6 +10,8 @@ finish). Two shapes of the two-stage 1536x1024x121 flow: stage 1's guided step (
 CFG + STG + modality passes batched: 4 x 6,144 video tokens) and stage 2 (1 x 24,576). Per mode and
 shape: the first call (compiling and running; no persistent compilation cache), how many programs
 it compiled, then `--rounds` rounds alternating the modes, each the median of `--repeats` calls.
+Timesteps are one per sample, `(B, 1, 1)`, as the pipelines pass them where every token is generated
+(since 2026-12-05; per token before: results from before then timed that program).
 """
 
 import argparse
@@ -57,7 +59,7 @@ def modality(batch: int, tokens: int, axes: int, channels: int, context_dim: int
     return ltx_jax.Modality(
         latent=jnp.asarray(rng.standard_normal((batch, tokens, channels)), jnp.bfloat16),
         sigma=jnp.full((batch,), 0.7, jnp.float32),
-        timesteps=jnp.full((batch, tokens, 1), 0.7, jnp.float32),
+        timesteps=jnp.full((batch, 1, 1), 0.7, jnp.float32),  # one per sample, as text-to-video passes them
         positions=jnp.asarray(positions),
         context=jnp.asarray(rng.standard_normal((batch, TOKENS["text"], context_dim)), jnp.bfloat16),
     )

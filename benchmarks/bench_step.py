@@ -3,6 +3,7 @@
     python benchmarks/bench_step.py                       # 8 blocks, 6144 and 24576 video tokens
     python benchmarks/bench_step.py --layers 8 --tokens 6144 24576 --repeats 10
     python benchmarks/bench_step.py --torch-compile       # adds ltx-core under torch.compile as a row
+    python benchmarks/bench_step.py --compare-per-sample-timesteps 3   # ltx-jax, (1, T, 1) against (1, 1, 1)
 
 LTX-2.3 width (video 32x128 heads, audio 32x64, FFN 4x, gated attention, cross-attention AdaLN),
 bf16, batch 1, 126 audio tokens, 1024 text tokens per modality. ltx-core 1.0.0 runs eager with its
@@ -141,6 +142,14 @@ def main() -> None:
         help="also time ltx-jax compiled with XLA's default options instead of DIT_COMPILER_OPTIONS, "
         "alternating the two ROUNDS times (each round a median of --repeats)",
     )
+    parser.add_argument(
+        "--compare-per-sample-timesteps",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="also time ltx-jax with one timestep per sample, (1, 1, 1), as the pipelines pass it where every "
+        "token is generated, against the per-token (1, T, 1) of the main rows, alternating ROUNDS times",
+    )
     args = parser.parse_args()
     cfg = ltx_jax.LTXConfig.ltx2_3(num_layers=args.layers, av_ca_scale_shift_from_sigma=True)  # as ltx-core 1.0.0
     reference = torch_reference(cfg, args.device)
@@ -161,6 +170,8 @@ def main() -> None:
             print(f"{'':>12} torch.compile: {compiled_row(reference, data, args, jax_s)}")
         if args.compare_xla_defaults:
             print(f"{'':>12} {options_row(model, forward, data, args)}")
+        if args.compare_per_sample_timesteps:
+            print(f"{'':>12} {timesteps_row(forward, data, args)}")
 
 
 def jax_forward(
@@ -219,6 +230,32 @@ def options_row(model: ltx_jax.LTXModel, forward: Callable, data: Inputs, args: 
     return (
         f"DIT_COMPILER_OPTIONS {ours * 1e3:.1f}ms vs XLA defaults {theirs * 1e3:.1f}ms: {ours / theirs:.3f} "
         f"(rounds, ms: {spread})"
+    )
+
+
+def timesteps_row(forward: Callable, data: Inputs, args: argparse.Namespace) -> str:
+    """`forward` with per-token timesteps `(1, T, 1)` against one per sample `(1, 1, 1)` (the same values:
+    AdaLN computed once per sample), alternating rounds, and the largest relative difference of the video."""
+    per_sample = {k: dict(fields, timesteps=fields["timesteps"][:, :1]) for k, fields in data.items()}
+    variants = {
+        name: {k: jax_modality(f) for k, f in d.items()}
+        for name, d in (("per token", data), ("per sample", per_sample))
+    }
+    rounds: dict[str, list[float]] = {name: [] for name in variants}
+    outputs = {}
+    for _ in range(args.compare_per_sample_timesteps):
+        for name, ins in variants.items():
+            outputs[name], seconds = median_seconds(
+                lambda ins=ins: forward(ins["video"], ins["audio"]), jax.block_until_ready, args.repeats
+            )
+            rounds[name].append(seconds)
+    token, sample = (float(np.median(rounds[name])) for name in variants)
+    a, b = (np.asarray(outputs[name][0], np.float32) for name in variants)
+    diff = float(np.abs(a - b).max() / np.abs(a).max())
+    spread = " ".join(f"{name} " + "/".join(f"{s * 1e3:.1f}" for s in times) for name, times in rounds.items())
+    return (
+        f"timesteps per sample {sample * 1e3:.1f}ms vs per token {token * 1e3:.1f}ms: {sample / token:.3f}, "
+        f"max rel diff {diff:.2e} (rounds, ms: {spread})"
     )
 
 

@@ -139,7 +139,7 @@ def run_ltx_jax(flow, models, contexts, latents, monkeypatch, skip_stage_2=False
         return original(state, noise, noise_scale)
 
     monkeypatch.setattr(stages, "add_noise", recording)
-    monkeypatch.setattr(stages, "_noised_latents", stages._noised_latents.__wrapped__)  # op by op: noise recorded
+    monkeypatch.setattr(stages, "_noised_on_device", stages._noised_on_device.__wrapped__)  # op by op: noise recorded
     draw = res2s.SdeNoise.draw
     monkeypatch.setattr(res2s.SdeNoise, "draw", lambda self, *args: drawn.append(draw(self, *args)) or drawn[-1])
     ic_lora, a2vid, retake = flow == "ic-lora", flow == "a2vid", flow == "retake"

@@ -14,6 +14,8 @@
 #   loadparts  benchmarks/bench_load_parts.py: 24 GB of the DiT read, put, read+put, put from a memory map, placed as
 #              load_checkpoint places it, with and without its transposes (16 and 32 threads)
 #   loadlora   load_checkpoint and load_lora (the distilled LoRA) of .trees/before and of this tree, twice each
+#   loadfp8    load_checkpoint with quantization="fp8" of .trees/before and of this tree, once each: time and peak
+#              device memory (quantized as the weights load, 2026-12-05)
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
 #   reference2 ltx-pipelines again: its second run on a machine was 10.7 s faster than its first (2026-12-03)
@@ -89,6 +91,10 @@ if [[ " $PARTS " == *" loadconverted "* ]]; then
     timeout 200 python3 benchmarks/bench_load.py /dev/shm/converted --no-torch --repeats 2 2>&1 \
         | tee -a "$OUT/loadconverted.txt"
     rm -rf /dev/shm/converted /dev/shm/.converted.partial-*
+fi
+if [[ " $PARTS " == *" loadfp8 "* ]]; then
+    timeout 300 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/before . --repeats 1 --no-torch \
+        --quantization fp8 2>&1 | tee "$OUT/loadfp8.txt"
 fi
 if [[ " $PARTS " == *" loadbase "* ]]; then  # the loader before this work, once
     timeout 140 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/base --repeats 1 --no-torch 2>&1 \

@@ -17,8 +17,9 @@ class Modality:
         latent: `(B, T, C)` patchified latent tokens (noisy and conditioning).
         sigma: `(B,)` noise level per sample; drives the prompt AdaLN and the other modality's
             cross-attention gate.
-        timesteps: `(B, T, 1)` per-token timesteps (`denoise_mask * sigma`); `(B, T)` and `(B, 1)`
-            also work.
+        timesteps: `(B, T, 1)` per-token timesteps (`denoise_mask * sigma`), or `(B, 1, 1)` one per
+            sample (the pipelines pass it where every token is generated: AdaLN runs once per sample);
+            `(B, T)` and `(B, 1)` also work.
         positions: `(B, 3, T, 2)` video or `(B, 1, T, 2)` audio `[start, end)` bounds per axis
             (time in seconds, height/width in pixels).
         context: `(B, S, D_ctx)` text embeddings.

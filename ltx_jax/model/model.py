@@ -193,7 +193,7 @@ class LTXModel(nnx.Module):
 def to_denoised(latent: jax.Array, velocity: jax.Array, timesteps: jax.Array) -> jax.Array:
     """`x0 = latent - velocity * timesteps`, computed in float32, returned in `latent.dtype`.
 
-    `timesteps` broadcasts against the latent: `(B, T, 1)` per token, or a scalar sigma.
+    `timesteps` broadcasts against the latent: `(B, T, 1)` per token, `(B, 1, 1)` per sample, or a scalar sigma.
     """
     out = latent.astype(jnp.float32) - velocity.astype(jnp.float32) * jnp.asarray(timesteps, jnp.float32)
     return out.astype(latent.dtype)

@@ -183,18 +183,18 @@ def _denoiser(
 
 def _noised(state: LatentState, key: jax.Array, modality: int, noise_scale: float, dtype: jnp.dtype) -> LatentState:
     """`state` in `dtype`, noised from the `modality`-th (video 0, audio 1) of the two keys `key` splits
-    into. Its denoise mask stays as it was: on the host, where the denoiser reads it (`denoisers`)."""
-    latent, clean_latent = _noised_latents(state, key, modality, noise_scale, dtype)
-    return state.replace(latent=latent, clean_latent=clean_latent)
+    into, on the device, except its denoise mask: that stays as it was, on the host, where the denoiser
+    reads it (`denoisers.every_token_generated`)."""
+    return _noised_on_device(state, key, modality, noise_scale, dtype).replace(denoise_mask=state.denoise_mask)
 
 
 @functools.partial(jax.jit, static_argnames=("modality", "dtype"))
-def _noised_latents(
+def _noised_on_device(
     state: LatentState, key: jax.Array, modality: int, noise_scale: float, dtype: jnp.dtype
-) -> tuple[jax.Array, jax.Array]:
-    """`_noised`'s latent and clean latent. One program: op by op, its programs were each compiled (cold)
-    or read from the cache (warm) on the main thread before a stage's first step (docs/benchmarks.md)."""
+) -> LatentState:
+    """`_noised` with every field on the device. One program: op by op, its programs were each compiled
+    (cold) or read from the cache (warm) on the main thread before a stage's first step (docs/benchmarks.md)."""
     state = jax.tree.map(jnp.asarray, state)  # under jit a no-op; op by op (a test records the noise) JAX arrays
     state = state.replace(latent=state.latent.astype(dtype), clean_latent=state.clean_latent.astype(dtype))
     noise = jax.random.normal(jax.random.split(key)[modality], state.latent.shape, jnp.float32).astype(dtype)
-    return add_noise(state, noise, noise_scale).latent, state.clean_latent
+    return add_noise(state, noise, noise_scale)
