@@ -212,21 +212,29 @@ def compiled_row(reference: TorchLTXModel, data: Inputs, args: argparse.Namespac
     return f"{seconds * 1e3:.1f}ms, jax/compiled {jax_s / seconds:.2f} (compile and runs {total:.0f} s)"
 
 
+def alternating(
+    calls: dict[str, Callable[[], object]], rounds: int, repeats: int
+) -> tuple[dict[str, float], dict[str, object], str]:
+    """Each of `calls` timed `rounds` times, alternating (each round a median of `repeats`): the median of
+    its rounds, its last output, and the rounds as text."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    outputs = {}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            outputs[name], seconds = median_seconds(call, jax.block_until_ready, repeats)
+            times[name].append(seconds)
+    spread = " ".join(f"{name} " + "/".join(f"{s * 1e3:.1f}" for s in values) for name, values in times.items())
+    return {name: float(np.median(values)) for name, values in times.items()}, outputs, spread
+
+
 def options_row(model: ltx_jax.LTXModel, forward: Callable, data: Inputs, args: argparse.Namespace) -> str:
     """`forward` (compiled with DIT_COMPILER_OPTIONS) against the model compiled with XLA's defaults,
     alternating rounds on the same inputs."""
     video, audio = (jax_modality(data[k]) for k in ("video", "audio"))
-    variants = {
-        "options": forward,
-        "defaults": jax_forward(model, args.skip_video_self_attention, {}),
-    }
-    rounds: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(args.compare_xla_defaults):
-        for name, forward in variants.items():
-            _, seconds = median_seconds(lambda f=forward: f(video, audio), jax.block_until_ready, args.repeats)
-            rounds[name].append(seconds)
-    ours, theirs = (float(np.median(rounds[name])) for name in variants)
-    spread = " ".join(f"{name} " + "/".join(f"{s * 1e3:.1f}" for s in times) for name, times in rounds.items())
+    defaults = jax_forward(model, args.skip_video_self_attention, {})
+    calls = {"options": lambda: forward(video, audio), "defaults": lambda: defaults(video, audio)}
+    medians, _, spread = alternating(calls, args.compare_xla_defaults, args.repeats)
+    ours, theirs = medians["options"], medians["defaults"]
     return (
         f"DIT_COMPILER_OPTIONS {ours * 1e3:.1f}ms vs XLA defaults {theirs * 1e3:.1f}ms: {ours / theirs:.3f} "
         f"(rounds, ms: {spread})"
@@ -237,22 +245,13 @@ def timesteps_row(forward: Callable, data: Inputs, args: argparse.Namespace) -> 
     """`forward` with per-token timesteps `(1, T, 1)` against one per sample `(1, 1, 1)` (the same values:
     AdaLN computed once per sample), alternating rounds, and the largest relative difference of the video."""
     per_sample = {k: dict(fields, timesteps=fields["timesteps"][:, :1]) for k, fields in data.items()}
-    variants = {
-        name: {k: jax_modality(f) for k, f in d.items()}
-        for name, d in (("per token", data), ("per sample", per_sample))
-    }
-    rounds: dict[str, list[float]] = {name: [] for name in variants}
-    outputs = {}
-    for _ in range(args.compare_per_sample_timesteps):
-        for name, ins in variants.items():
-            outputs[name], seconds = median_seconds(
-                lambda ins=ins: forward(ins["video"], ins["audio"]), jax.block_until_ready, args.repeats
-            )
-            rounds[name].append(seconds)
-    token, sample = (float(np.median(rounds[name])) for name in variants)
-    a, b = (np.asarray(outputs[name][0], np.float32) for name in variants)
+    inputs_of = {"per token": data, "per sample": per_sample}
+    modalities = {name: {k: jax_modality(f) for k, f in d.items()} for name, d in inputs_of.items()}
+    calls = {name: lambda m=m: forward(m["video"], m["audio"]) for name, m in modalities.items()}
+    medians, outputs, spread = alternating(calls, args.compare_per_sample_timesteps, args.repeats)
+    token, sample = medians["per token"], medians["per sample"]
+    a, b = (np.asarray(outputs[name][0], np.float32) for name in ("per token", "per sample"))
     diff = float(np.abs(a - b).max() / np.abs(a).max())
-    spread = " ".join(f"{name} " + "/".join(f"{s * 1e3:.1f}" for s in times) for name, times in rounds.items())
     return (
         f"timesteps per sample {sample * 1e3:.1f}ms vs per token {token * 1e3:.1f}ms: {sample / token:.3f}, "
         f"max rel diff {diff:.2e} (rounds, ms: {spread})"

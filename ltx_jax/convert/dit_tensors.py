@@ -168,13 +168,20 @@ class DitTensors:
         """The per-tensor scale of the weight `key` where the file stores it in float8_e4m3fn with one
         (and no LoRA is fused into it): `read_stored` values times it are the weight. None otherwise."""
         file_key = self.names[key]
-        if not file_key.endswith(".weight") or any(key in pairs for _, pairs in self._loras):
+        scale_key = self._fp8_scale_key(file_key)
+        if scale_key is None or any(key in pairs for _, pairs in self._loras):
             return None
-        scale_key = file_key[: -len(".weight")] + FP8_SCALE_SUFFIX
-        if scale_key not in self.st or self.st.info(file_key).dtype != ml_dtypes.float8_e4m3fn:
+        if self.st.info(file_key).dtype != ml_dtypes.float8_e4m3fn:
             return None
         scale = self.st.read(scale_key)
         return scale.reshape(()).astype(np.float32) if scale.size == 1 else None
+
+    def _fp8_scale_key(self, file_key: str) -> str | None:
+        """The file key of the weight `file_key`'s fp8 scale, where the file has one."""
+        if not file_key.endswith(".weight"):
+            return None
+        scale_key = file_key[: -len(".weight")] + FP8_SCALE_SUFFIX
+        return scale_key if scale_key in self.st else None
 
     def read_stored(self, key: str, index: Box | None = None) -> np.ndarray:
         """The parameter `key` (or its box) as the file stores it, in its stored dtype."""
@@ -187,8 +194,8 @@ class DitTensors:
         file_key = self.names[key]
         box = normalize_box(self.st.info(file_key).shape, index)
         raw = self.st.read(file_key, box)
-        scale_key = file_key[: -len(".weight")] + FP8_SCALE_SUFFIX if file_key.endswith(".weight") else None
-        if scale_key is not None and scale_key in self.st:
+        scale_key = self._fp8_scale_key(file_key)
+        if scale_key is not None:
             scale = self.st.read(scale_key)
             if scale.size != 1:  # a per-tensor scale commutes with slicing; a per-row or block one would not
                 raise ValueError(

@@ -65,9 +65,10 @@ def quantize_placed(kernel: jax.Array) -> tuple[jax.Array, jax.Array] | None:
     devices do not hold the whole of `kernel` (it is split over several processes)."""
     if not (kernel.is_fully_addressable or kernel.sharding.is_fully_replicated):
         return None
-    maxima = [_shard_amax(shard.data) for shard in kernel.addressable_shards if shard.replica_id == 0]
-    if not maxima:  # replicated over several processes: this process holds copies only
-        maxima = [_shard_amax(kernel.addressable_shards[0].data)]
+    shards = kernel.addressable_shards
+    # one of each distinct shard; a kernel replicated over several processes may hold no replica 0 here
+    distinct = [shard for shard in shards if shard.replica_id == 0] or shards[:1]
+    maxima = [_shard_amax(shard.data) for shard in distinct]
     amax = np.max(np.array([np.asarray(m) for m in maxima], np.float32))  # exact; a NaN propagates, as jnp.max's
     scale = placed_scale(np.asarray(_scale_of_amax(amax)), kernel)
     return _to_fp8(kernel, scale), scale
