@@ -16,6 +16,8 @@
 #   loadlora   load_checkpoint and load_lora (the distilled LoRA) of .trees/before and of this tree, twice each
 #   loadfp8    load_checkpoint with quantization="fp8" of .trees/before and of this tree, once each: time and peak
 #              device memory (quantized as the weights load, 2026-12-05)
+#   step       benchmarks/bench_step.py: 8 blocks at 6,144 and 24,576 tokens against ltx-core eager and under
+#              torch.compile, and one timestep per sample against one per token (no files)
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
 #   reference2 ltx-pipelines again: its second run on a machine was 10.7 s faster than its first (2026-12-03)
@@ -95,6 +97,10 @@ fi
 if [[ " $PARTS " == *" loadfp8 "* ]]; then
     timeout 300 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/before . --repeats 1 --no-torch \
         --quantization fp8 2>&1 | tee "$OUT/loadfp8.txt"
+fi
+if [[ " $PARTS " == *" step "* ]]; then
+    timeout 300 python3 benchmarks/bench_step.py --layers 8 --tokens 6144 24576 --repeats 10 --torch-compile \
+        --compare-per-sample-timesteps 3 2>&1 | tee "$OUT/step.txt"
 fi
 if [[ " $PARTS " == *" loadbase "* ]]; then  # the loader before this work, once
     timeout 140 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/base --repeats 1 --no-torch 2>&1 \
