@@ -8,7 +8,8 @@ from flax import nnx
 from ltx_core_twin import torch_model
 
 import ltx_jax
-from ltx_jax.convert.state_dict import DIT_PREFIX, transpose
+from ltx_jax.convert.state_dict import DIT_PREFIX, param_variables, set_params, transpose
+from ltx_jax.model.abstract import ShapeOnlyRngs
 
 CFG = ltx_jax.LTXConfig.tiny(apply_gated_attention=True, cross_attention_adaln=True)
 
@@ -30,6 +31,31 @@ def test_the_host_transpose_moves_every_element_across_tile_edges(dtype):
     assert transposed.dtype == matrix.dtype
     assert transposed.flags.c_contiguous
     np.testing.assert_array_equal(transposed.view(np.uint8), np.ascontiguousarray(matrix.T).view(np.uint8))
+
+
+def test_the_abstract_model_has_the_built_ones_parameters_each_its_own():
+    """`LTXModel.abstract` traces one block and copies it; the copies must not share variables, or
+    loading block 2's weights would overwrite block 1's."""
+    cfg = ltx_jax.LTXConfig.tiny(num_layers=3, cross_attention_adaln=True)
+    built = nnx.eval_shape(lambda: ltx_jax.LTXModel(cfg, rngs=nnx.Rngs(0), param_dtype=jnp.bfloat16))
+    abstract = ltx_jax.LTXModel.abstract(cfg, jnp.bfloat16)
+
+    def shapes(model: nnx.Module) -> dict:
+        flat = nnx.to_flat_state(nnx.state(model, nnx.Param))
+        return {p: (v.get_value().shape, v.get_value().dtype) for p, v in flat}
+
+    assert shapes(abstract) == shapes(built)
+    variables = param_variables(abstract)
+    assert list(variables) == list(shapes(abstract))
+    assert len({id(v) for v in variables.values()}) == len(variables)
+    set_params(abstract, {p: np.full(v.get_value().shape, i, np.float32) for i, (p, v) in enumerate(variables.items())})
+    for i, (_, variable) in enumerate(nnx.to_flat_state(nnx.state(abstract, nnx.Param))):
+        assert float(variable.get_value().reshape(-1)[0]) == i
+
+
+def test_shape_only_rngs_serve_only_the_params_stream():
+    with pytest.raises(AttributeError, match="dropout"):
+        ShapeOnlyRngs().dropout()
 
 
 def test_keys_transposes_and_values(reference_state):

@@ -3,6 +3,7 @@
 # after the other on the same machine (the files stay on it between calls). PARTS picks what runs:
 #   files      random-weight LTX-2.3 files (scripts/make_synthetic_checkpoint.py, all 48 DiT and Gemma layers):
 #              the checkpoint, LoRA and upsampler on disk, the Gemma directory on the RAM disk
+#              (FILES_ARGS are passed on, e.g. "--gemma-layers 1" where no step runs Gemma)
 #   compile    benchmarks/bench_compile.py: the 48-block DiT compiled whole against block programs (no files)
 #   blockcompile  bench_compile.py --modes blocks --shapes stage1 (the guided step's first call and forward),
 #              .trees/before's ltx_jax and this tree's alternately, twice each, one process each (no files)
@@ -18,6 +19,11 @@
 #              device memory (quantized as the weights load, 2026-12-05)
 #   step       benchmarks/bench_step.py: 8 blocks at 6,144 and 24,576 tokens against ltx-core eager and under
 #              torch.compile, and one timestep per sample against one per token (no files)
+#   restoreparts  benchmarks/bench_restore_parts.py: 8 GB of parts on the RAM disk, 256 MB and 1 GB parts, restored
+#              onto the host and the device against reading their files and putting host arrays (no files)
+#   abstract   benchmarks/bench_abstract.py: a DiT load's fixed steps (abstract model, key table, set_params),
+#              ltx_jax of .trees/before and of this tree alternately, twice each (no files, no GPU)
+#   fp8forward benchmarks/bench_fp8_cast.py: 8 blocks at 24,576 tokens, bf16 / fp8-cast / fp8 (no files)
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
 #   reference2 ltx-pipelines again: its second run on a machine was 10.7 s faster than its first (2026-12-03)
@@ -52,7 +58,7 @@ elif [[ " $PARTS " == *" files "* ]]; then
     mkdir -p "$DATA" /dev/shm/gemma
     ln -sfn /dev/shm/gemma "$DATA/gemma-3-12b-it-qat-q4_0-unquantized"
     start=$(date +%s)
-    timeout 240 python3 scripts/make_synthetic_checkpoint.py "$DATA" > "$OUT/files.txt" 2>&1; rc=$?
+    timeout 240 python3 scripts/make_synthetic_checkpoint.py "$DATA" ${FILES_ARGS:-} > "$OUT/files.txt" 2>&1; rc=$?
     echo "files written in $(($(date +%s) - start)) s (exit $rc)"
     tr "\r" "\n" < "$OUT/files.txt" | grep -E "100%|Error|error" | tail -12
     ls -la "$DATA" /dev/shm/gemma; df -h / /dev/shm | tail -2
@@ -101,6 +107,22 @@ fi
 if [[ " $PARTS " == *" step "* ]]; then
     timeout 300 python3 benchmarks/bench_step.py --layers 8 --tokens 6144 24576 --repeats 10 --torch-compile \
         --compare-per-sample-timesteps 3 2>&1 | tee "$OUT/step.txt"
+fi
+if [[ " $PARTS " == *" restoreparts "* ]]; then
+    timeout 400 python3 benchmarks/bench_restore_parts.py /dev/shm/parts --gigabytes 8 --part-mb 256 1024 \
+        --threads 8 16 32 --repeats 2 2>&1 | tee "$OUT/restoreparts.txt"
+fi
+if [[ " $PARTS " == *" abstract "* ]]; then
+    for round in 1 2; do
+        for tree in .trees/before .; do
+            PYTHONPATH=/tmp/site:$PWD/$tree timeout 100 python3 benchmarks/bench_abstract.py --repeats 5 2>&1 \
+                | tee -a "$OUT/abstract.txt"
+        done
+    done
+fi
+if [[ " $PARTS " == *" fp8forward "* ]]; then
+    timeout 420 python3 benchmarks/bench_fp8_cast.py --layers 8 --tokens 24576 --repeats 10 --steps 10 2>&1 \
+        | tee "$OUT/fp8forward.txt"
 fi
 if [[ " $PARTS " == *" loadbase "* ]]; then  # the loader before this work, once
     timeout 140 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/base --repeats 1 --no-torch 2>&1 \

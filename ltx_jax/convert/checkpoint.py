@@ -25,7 +25,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 from jax.sharding import Mesh, SingleDeviceSharding
 from orbax.checkpoint import v1 as ocp
 
@@ -35,7 +34,7 @@ from ltx_jax.convert.orbax_parts import PartWriter, lookup, nest, restore_parts
 from ltx_jax.convert.placement import Progress, place_parameter, place_table
 from ltx_jax.convert.quantize_on_load import QuantizeOnLoad
 from ltx_jax.convert.safetensors_file import SafetensorsFile
-from ltx_jax.convert.state_dict import expected_keys, set_params, transpose
+from ltx_jax.convert.state_dict import expected_keys, param_variables, set_params, transpose
 from ltx_jax.interrupts import raise_if_signalled
 from ltx_jax.model.attention_backends import AttentionBackend
 from ltx_jax.model.model import LTXModel
@@ -255,7 +254,7 @@ def _load_converted(
     cfg = LTXConfig(**manifest["config"])
     stored = parse_dtype(manifest["dtype"])
     model = LTXModel.abstract(cfg, dtype, attention_backend)
-    shapes = {p: v.get_value().shape for p, v in nnx.to_flat_state(nnx.state(model, nnx.Param))}
+    shapes = {p: v.get_value().shape for p, v in param_variables(model).items()}
     abstract = {
         p: jax.ShapeDtypeStruct(shape, stored, sharding=_sharding(shape, mesh, shard_weights))
         for p, shape in shapes.items()

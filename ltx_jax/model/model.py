@@ -14,6 +14,7 @@ from flax import nnx
 
 from ltx_jax.config import LTXConfig
 from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
+from ltx_jax.model.abstract import abstract_module, repeated
 from ltx_jax.model.adaln import AdaLayerNormSingle, adaln_embedding_coefficient
 from ltx_jax.model.attention import AttentionOps
 from ltx_jax.model.attention_backends import AttentionBackend
@@ -99,15 +100,13 @@ class LTXModel(nnx.Module):
         cls, cfg: LTXConfig, param_dtype: jnp.dtype = jnp.float32, attention_backend: AttentionBackend = "auto"
     ) -> LTXModel:
         """`LTXModel(cfg)` with shape-only parameters (to load weights into), built in time independent
-        of `num_layers`: one block is traced and cloned (tracing all 48 in `nnx.eval_shape` takes minutes)."""
+        of `num_layers`: one block is traced and copied (tracing all 48 in `nnx.eval_shape` takes minutes)."""
         one_block = dataclasses.replace(cfg, num_layers=min(cfg.num_layers, 1))
-        model = nnx.eval_shape(
-            lambda: cls(one_block, rngs=nnx.Rngs(0), param_dtype=param_dtype, attention_backend=attention_backend)
+        model = abstract_module(
+            lambda rngs: cls(one_block, rngs=rngs, param_dtype=param_dtype, attention_backend=attention_backend)
         )
         if cfg.num_layers > 1:
-            first = model.transformer_blocks[0]
-            clones = [nnx.clone(first) for _ in range(1, cfg.num_layers)]
-            model.transformer_blocks = nnx.List([first, *clones])
+            model.transformer_blocks = repeated(model.transformer_blocks[0], cfg.num_layers)
         model.cfg = cfg
         return model
 

@@ -20,6 +20,7 @@ from flax import nnx
 
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import audio_vae, upsampler, video_vae
+from ltx_jax.model.abstract import abstract_module
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF, load_image_conditioning
 from ltx_jax.pipeline.requests import Components
 from ltx_jax.pipeline.settings import GenerationDefaults
@@ -101,15 +102,15 @@ def decoder_modules(
     config: dict[str, Any], tensors: dict[str, Any] | None, seed: int, dtype: jnp.dtype
 ) -> tuple[nnx.Module, nnx.Module, nnx.Module]:
     """Video decoder, audio decoder, vocoder: random weights when `tensors` is None, else loaded."""
-    builders = (  # each with its own Rngs: nnx.eval_shape may not advance one made outside it
-        lambda: video_vae.video_decoder_from_config(config, rngs=nnx.Rngs(seed), param_dtype=dtype),
-        lambda: audio_vae.audio_decoder_from_config(config, rngs=nnx.Rngs(seed + 1)),
-        lambda: audio_vae.vocoder_from_config(config, rngs=nnx.Rngs(seed + 2)),
+    builders = (
+        lambda rngs: video_vae.video_decoder_from_config(config, rngs=rngs, param_dtype=dtype),
+        lambda rngs: audio_vae.audio_decoder_from_config(config, rngs=rngs),
+        lambda rngs: audio_vae.vocoder_from_config(config, rngs=rngs),
     )
     if tensors is None:
-        return tuple(build() for build in builders)
+        return tuple(build(nnx.Rngs(seed + i)) for i, build in enumerate(builders))
     # Abstract modules filled by the strict loader: no random init of real-size weights.
-    video_decoder, audio_decoder, vocoder = (nnx.eval_shape(build) for build in builders)
+    video_decoder, audio_decoder, vocoder = (abstract_module(build) for build in builders)
     load_state_dict(video_decoder, video_vae.vae_decoder_state_dict(tensors), prefix="")
     load_state_dict(audio_decoder, audio_vae.audio_decoder_state_dict(tensors), prefix="")
     load_state_dict(vocoder, audio_vae.vocoder_state_dict(tensors), prefix="")

@@ -28,6 +28,7 @@ from ltx_jax.convert.lora import load_lora
 from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors, parse_metadata_json
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import audio_vae, upsampler, video_vae
+from ltx_jax.model.abstract import abstract_module
 from ltx_jax.model.lora import LoraWeights, combined, with_lora
 from ltx_jax.model.model import LTXModel
 from ltx_jax.model.quantization import Quantization, check_quantization
@@ -274,21 +275,21 @@ def load_prompt_encoder(files: CheckpointFiles, mesh: Mesh) -> Any:  # noqa: ANN
 
 
 def _video_encoder(config: dict[str, Any], tensors: dict[str, Any], dtype: jnp.dtype) -> nnx.Module:
-    encoder = nnx.eval_shape(lambda: video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype))
+    encoder = abstract_module(lambda rngs: video_vae.video_encoder_from_config(config, rngs=rngs, param_dtype=dtype))
     load_state_dict(encoder, video_vae.vae_encoder_state_dict(tensors), prefix="")
     return encoder
 
 
 def _audio_encoder(config: dict[str, Any], tensors: dict[str, Any], dtype: jnp.dtype) -> nnx.Module:
-    encoder = nnx.eval_shape(lambda: audio_vae.audio_encoder_from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype))
+    encoder = abstract_module(lambda rngs: audio_vae.audio_encoder_from_config(config, rngs=rngs, param_dtype=dtype))
     load_state_dict(encoder, audio_vae.audio_encoder_state_dict(tensors), prefix="")
     return encoder
 
 
 def _upsampler(path: PathLike, dtype: jnp.dtype) -> nnx.Module:
     tensors, config = checkpoint_tensors(path)
-    model = nnx.eval_shape(
-        lambda: upsampler.LatentUpsamplerConfigurator.from_config(config, rngs=nnx.Rngs(0), param_dtype=dtype)
+    model = abstract_module(
+        lambda rngs: upsampler.LatentUpsamplerConfigurator.from_config(config, rngs=rngs, param_dtype=dtype)
     )
     load_state_dict(model, tensors, prefix="")
     return model

@@ -21,6 +21,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from ltx_jax.convert.state_dict import load_state_dict
+from ltx_jax.model.abstract import abstract_module
 from ltx_jax.text_encoders.gemma.embeddings_processor import (
     EmbeddingsProcessor,
     EmbeddingsProcessorConfigurator,
@@ -115,12 +116,12 @@ def build_prompt_encoder(
     """
     text_encoder = GemmaTextEncoder.from_root(gemma_root, param_dtype=gemma_dtype, mesh=mesh, max_length=max_length)
     gemma = text_encoder.model.config
-    processor = nnx.eval_shape(  # shapes only: every parameter is loaded next (random init took minutes on a CPU)
-        lambda: EmbeddingsProcessorConfigurator.from_config(
+    processor = abstract_module(  # shapes only: every parameter is loaded next (random init took minutes on a CPU)
+        lambda rngs: EmbeddingsProcessorConfigurator.from_config(
             ltx_config,
             embedding_dim=gemma.hidden_size,
             num_layers=gemma.num_hidden_layers + 1,
-            rngs=nnx.Rngs(0),
+            rngs=rngs,
             param_dtype=processor_dtype,
         )
     )

@@ -33,6 +33,7 @@ from jax.sharding import PartitionSpec as P
 from ltx_jax.convert.placement import place_parameter, place_table
 from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors
 from ltx_jax.convert.state_dict import expected_keys, mismatch_problems, set_params, to_numpy
+from ltx_jax.model.abstract import abstract_module, repeated
 from ltx_jax.parallel.sharding import param_sharding
 from ltx_jax.text_encoders.gemma.encoders.gemma3_config import Gemma3ModelConfig
 from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel
@@ -184,12 +185,11 @@ def lazy_gemma_tensors(gemma_root: str | Path) -> dict[str, LazyTensor]:
 
 
 def abstract_gemma(cfg: Gemma3ModelConfig, param_dtype: jnp.dtype) -> Gemma3TextModel:
-    """`Gemma3TextModel(cfg)` with shape-only parameters: one layer traced, cloned for the others
+    """`Gemma3TextModel(cfg)` with shape-only parameters: one layer traced, copied for the others
     (tracing all 48 layers in `nnx.eval_shape` takes minutes)."""
     one_layer = dataclasses.replace(cfg, layer_types=cfg.layer_types[:1])
-    model = nnx.eval_shape(lambda: Gemma3TextModel(one_layer, rngs=nnx.Rngs(0), param_dtype=param_dtype))
-    first = model.layers[0]
-    model.layers = nnx.List([first, *(nnx.clone(first) for _ in cfg.layer_types[1:])])
+    model = abstract_module(lambda rngs: Gemma3TextModel(one_layer, rngs=rngs, param_dtype=param_dtype))
+    model.layers = repeated(model.layers[0], len(cfg.layer_types))
     model.config = cfg
     return model
 

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
+from ltx_jax.model.abstract import abstract_module, repeated
 from ltx_jax.model.conv import Conv
 from ltx_jax.model.normalization import layer_norm, linear
 from ltx_jax.text_encoders.gemma.encoders.encoder_configurator import (
@@ -357,12 +358,11 @@ def read_gemma_vision_config(gemma_root: str | Path) -> Gemma3VisionConfig:
 
 
 def abstract_gemma_vision(cfg: Gemma3VisionConfig, param_dtype: jnp.dtype) -> Gemma3VisionTower:
-    """`Gemma3VisionTower(cfg)` with shape-only parameters: one encoder layer traced, cloned for the others."""
+    """`Gemma3VisionTower(cfg)` with shape-only parameters: one encoder layer traced, copied for the others."""
     one_layer = dataclasses.replace(cfg, num_hidden_layers=1)
-    model = nnx.eval_shape(lambda: Gemma3VisionTower(one_layer, rngs=nnx.Rngs(0), param_dtype=param_dtype))
+    model = abstract_module(lambda rngs: Gemma3VisionTower(one_layer, rngs=rngs, param_dtype=param_dtype))
     encoder = model.vision_tower.vision_model.encoder
-    first = encoder.layers[0]
-    encoder.layers = nnx.List([first, *(nnx.clone(first) for _ in range(cfg.num_hidden_layers - 1))])
+    encoder.layers = repeated(encoder.layers[0], cfg.num_hidden_layers)
     model.config = cfg
     return model
 
