@@ -5,11 +5,12 @@
 
 Writes `--gigabytes` of bf16 matrices shaped like one LTX-2.3 block's linears (4096 x 4096, 4096 x 16384,
 16384 x 4096; random bits) as `PartWriter` writes a converted checkpoint, once per `--part-mb`, into
-`DIR/<part-mb>` (kept: a second run reads what the first wrote). Then, per part size and per thread count
-(`RESTORE_THREADS`, or that many files or arrays at a time), median of `--repeats`:
+`DIR/<gigabytes>GB-<part-mb>MB` (kept: a second run reads what the first wrote). Then, per part size and per
+thread count (`RESTORE_THREADS`, or that many files or arrays at a time), median of `--repeats` after one
+unmeasured run:
     files       every file of the parts read into fresh host buffers: the storage's floor
     put         `jax.device_put` of host arrays of the same shapes, waited for: the transfer's floor
-    host        `restore_parts` onto the CPU device: Orbax's read alone
+    host        `restore_parts` onto the CPU device: Orbax's read, and a copy into the CPU device's buffers
     device      `restore_parts` onto the default device, as `load_checkpoint` restores
     host+put    each part restored onto the CPU device, then its arrays put on the default device in the
                 same thread: the read and the transfer as separate steps
@@ -154,10 +155,11 @@ def main() -> None:
     os.makedirs(args.directory, exist_ok=True)
     print(f"one ocp.load of a 1 KB part: {1e3 * fixed_load_cost(args.directory):.1f} ms", flush=True)
     for part_mb in args.part_mb:
-        directory = os.path.join(args.directory, str(part_mb))
+        directory = os.path.join(args.directory, f"{args.gigabytes:g}GB-{part_mb}MB")
         parts = write_parts(directory, shapes, part_mb)
         for threads in args.threads:
             for way, work in ways(directory, parts, host_arrays, threads).items():
+                timed(work)
                 seconds = [timed(work) for _ in range(args.repeats)]
                 median = statistics.median(seconds)
                 runs = ", ".join(f"{s:.2f}" for s in seconds)

@@ -36,7 +36,7 @@ class ShapeOnlyRngs:
 
 def abstract_module(build: Callable[[nnx.Rngs], M]) -> M:
     """`build(rngs)` under `nnx.eval_shape`, with `ShapeOnlyRngs` for `rngs`."""
-    return nnx.eval_shape(lambda: build(ShapeOnlyRngs()))  # type: ignore[arg-type] - duck-typed Rngs
+    return nnx.eval_shape(lambda: build(ShapeOnlyRngs()))
 
 
 def repeated(first: M, count: int) -> nnx.List:
