@@ -24,8 +24,9 @@ from ltx_jax.convert.state_dict import named_keys
 
 PART_BYTES = 256 * 2**20  # converted bytes held in memory before they are written as a part
 # Parts restored at once by a single process. 16 rather than 8: 3.74 against 3.43 GB/s for 8 GB of 256 MB
-# parts from the RAM disk to an H100 (32: 3.62). Neither the storage (6.6-9.6 GB/s) nor the transfers (9-15)
-# is the bound; Orbax's read most likely is (benchmarks/bench_restore_parts.py, docs/benchmarks.md, tenth round).
+# parts from the RAM disk to an H100 on one host (32: 3.62), 6.1-6.35 for both on another. Neither the storage
+# nor the transfers is the bound; Orbax's read most likely is (benchmarks/bench_restore_parts.py,
+# docs/benchmarks.md, tenth round).
 RESTORE_THREADS = 16
 
 
