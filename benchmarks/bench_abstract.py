@@ -1,5 +1,5 @@
 """What a DiT load costs before it reads a tensor and after it placed the last: the abstract model, its
-checkpoint-key table, and setting its parameters, for the 48-block LTX-2.3 DiT (no weights, CPU).
+checkpoint-key table, and setting its parameters, for the 48-block LTX-2.3 DiT (no weights: host work only).
 
     python benchmarks/bench_abstract.py [--repeats 5]
     PYTHONPATH=OTHER_TREE python benchmarks/bench_abstract.py   # another tree's ltx_jax, for a ratio
@@ -12,22 +12,15 @@ Each of `load_checkpoint`'s fixed steps, median of `--repeats` after one unmeasu
 
 import argparse
 import statistics
-import time
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+from bench_load_parts import timed  # beside this script
 
 import ltx_jax
 from ltx_jax.config import LTXConfig
 from ltx_jax.convert.state_dict import expected_keys, set_params
 from ltx_jax.model.model import LTXModel
-
-
-def timed(work: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    work()
-    return time.perf_counter() - start
 
 
 def main() -> None:
