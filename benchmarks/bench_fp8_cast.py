@@ -1,17 +1,20 @@
-"""fp8-cast and fp8 against bf16, ltx-jax and ltx-core side by side: speed, weight memory, quality (issue #24).
+"""fp8-cast and fp8 against bf16, ltx-jax and ltx-core side by side: speed, memory, quality (issue #24).
 
-    python benchmarks/bench_fp8_cast.py --layers 8 --tokens 6144 24576 --repeats 10 --steps 10
+    python benchmarks/bench_fp8_cast.py --layers 8 --tokens 6144 24576 --repeats 10 --steps 10 --torch-compile
 
-LTX-2.3 width, random weights (bench_step.py's model and inputs), bf16, one GPU. ltx-core's
-fp8-cast is its own `QuantizationPolicy.fp8_cast()` pieces (`TRANSFORMER_LINEAR_DOWNCAST_MAP`,
-`UPCAST_DURING_INFERENCE`) applied to a copy of the same weights; ltx-jax's is
-`ltx_jax.model.quantization.quantize_fp8_cast`. ltx-jax's fp8 is `quantize_fp8` (fp8 matmuls in
-blocks 1.. of the `--layers`; block 0 stays, as ltx-core's fp8_scaled_mm keeps it; that mode needs
-TensorRT-LLM, absent here, so it has no ltx-core row). Per token count: the median forward time of
-each of the five models; the models' parameter bytes; each fp8 forward's video velocity against its
-own bf16 model (max |diff| / max |bf16|, mean |diff| / mean |bf16|); how many of the compiled fp8
-program's GEMMs take fp8 operands; and after a `--steps` Euler denoising loop from the same noise (a
-constant context, sigma 1 -> 0), the relative L2 of the final fp8 latents against the bf16 ones.
+LTX-2.3 width, random weights (bench_step.py's model and inputs), bf16, one GPU, all rows from the same
+weights. ltx-core: eager bf16, bf16 under `torch.compile` (`--torch-compile`; compiled in the warm-up
+runs), and its fp8-cast (`QuantizationPolicy.fp8_cast()`'s pieces, `TRANSFORMER_LINEAR_DOWNCAST_MAP` and
+`UPCAST_DURING_INFERENCE`). Its fp8_scaled_mm needs TensorRT-LLM, absent here, so it has no row. ltx-jax:
+bf16, fp8-cast (`quantize_fp8_cast`), "fp8 matmuls" (`quantize_fp8(..., attention=False)`: blocks 1.. of
+the `--layers`, block 0 stays as fp8_scaled_mm keeps it) and "fp8" (`quantize_fp8`: also the video
+self-attention of those blocks in fp8, `ltx_jax.model.fp8_attention`). Per token count and row: the median
+forward time and its ratio to ltx-jax bf16; peak device memory (torch's allocator peak over the timed
+runs; for ltx-jax XLA's plan of the program: parameters, inputs, outputs and temporaries); the video
+velocity against the same side's bf16 (max |diff| / max |bf16|, mean |diff| / mean |bf16|); how many
+fp8 GEMMs and fp8 attention calls the fp8 program makes. Then, after a `--steps` Euler denoising loop
+from the same noise (a constant context, sigma 1 -> 0), the relative L2 of each quantized mode's final
+latents against its side's bf16 ones.
 """
 
 import argparse
@@ -64,17 +67,31 @@ def jax_forward(model: ltx_jax.LTXModel) -> tuple[Forward, Callable[[dict], obje
     return (lambda data: np.asarray(run(data)[0], np.float32)), run
 
 
-def fp8_gemms(model: ltx_jax.LTXModel, data: dict) -> int:
-    """How many GEMMs of the forward, compiled as it is timed, run as cuBLASLt's fp8 GEMM. Counted by
-    custom-call target: the compiled HLO's text names a call's operands without their types (counting
-    lines that also said f8e4m3fn found none, 2026-12-02 to 12-05)."""
+def compiled_forward(model: ltx_jax.LTXModel, data: dict) -> jax.stages.Compiled:
+    """The forward compiled as `jax_forward` times it (for its program text and memory plan)."""
     graphdef, state = nnx.split(model)
     perturbations = bench_step.jax_perturbations(False)
     video, audio = (bench_step.jax_modality(data[k]) for k in ("video", "audio"))
     forward = jax.jit(
         lambda s, v, a: nnx.merge(graphdef, s)(v, a, perturbations), compiler_options=bench_step.COMPILER_OPTIONS
     )
-    return forward.lower(state, video, audio).compile().as_text().count('custom_call_target="__cublas$lt$matmul$f8"')
+    return forward.lower(state, video, audio).compile()
+
+
+def fp8_kernels(compiled: jax.stages.Compiled) -> tuple[int, int]:
+    """How many GEMMs of the program run as cuBLASLt's fp8 GEMM, and how many attention calls as cuDNN's
+    fp8 attention. Counted by custom-call target: the compiled HLO's text names a call's operands without
+    their types (counting lines that also said f8e4m3fn found none, 2026-12-02 to 12-05)."""
+    text = compiled.as_text()
+    return text.count('custom_call_target="__cublas$lt$matmul$f8"'), text.count(
+        'custom_call_target="__cudnn$fmhaSoftmaxF8"'
+    )
+
+
+def jax_peak_bytes(compiled: jax.stages.Compiled) -> int:
+    """XLA's plan for the program: its arguments (parameters, inputs), outputs and temporaries."""
+    memory = compiled.memory_analysis()
+    return memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
 
 
 def parameter_bytes(model: object) -> int:
@@ -100,59 +117,82 @@ def relative(diff: np.ndarray, base: np.ndarray) -> tuple[float, float]:
     return float(np.abs(diff).max() / np.abs(base).max()), float(np.abs(diff).mean() / np.abs(base).mean())
 
 
+def build_models(cfg: ltx_jax.LTXConfig, device: str, torch_compile: bool) -> dict[str, object]:
+    """The rows: ltx-core bf16 (eager, and compiled with `torch_compile`) and fp8-cast; ltx-jax bf16, fp8-cast,
+    fp8 matmuls alone and fp8 with fp8 attention, all from the same weights."""
+    torch_bf16 = bench_step.torch_reference(cfg, device)
+
+    def ours() -> ltx_jax.LTXModel:
+        return ltx_jax.load_state_dict(ltx_jax.LTXModel.abstract(cfg, jnp.bfloat16), torch_bf16.state_dict())
+
+    cast = ours()
+    quantize_fp8_cast(cast, [(k, entry[0]) for k, entry in expected_keys(cast).items()], jnp.bfloat16)
+    models = {"ltx-core bf16": torch_bf16}
+    if torch_compile:
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * cfg.num_layers)
+        models["ltx-core bf16 compiled"] = torch.compile(torch_bf16)
+    models["ltx-core fp8-cast"] = torch_fp8_cast(copy.deepcopy(torch_bf16))
+    models["ltx-jax bf16"] = ours()
+    models["ltx-jax fp8-cast"] = cast
+    models["ltx-jax fp8 matmuls"] = quantize_fp8(ours(), attention=False)
+    models["ltx-jax fp8"] = quantize_fp8(ours())
+    return models
+
+
+def time_and_memory(name: str, model: object, run: Callable, data: dict, args: argparse.Namespace) -> tuple:
+    """Median seconds of `run(data)`, and peak device bytes: torch's allocator peak over the timed runs,
+    or XLA's memory plan for ltx-jax (parameters, inputs, outputs, temporaries)."""
+    if "core" not in name:
+        _, seconds = bench_step.median_seconds(lambda: run(data), jax.block_until_ready, args.repeats)
+        return seconds, jax_peak_bytes(compiled_forward(model, data))
+    on_gpu = args.device == "cuda"
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
+    sync = (lambda _: torch.cuda.synchronize()) if on_gpu else (lambda _: None)
+    _, seconds = bench_step.median_seconds(lambda: run(data), sync, args.repeats)
+    return seconds, torch.cuda.max_memory_allocated() if on_gpu else 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--tokens", type=int, nargs="+", default=[6144, 24576])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--steps", type=int, default=10, help="Euler steps of the quality loop")
+    parser.add_argument("--torch-compile", action="store_true", help="also time ltx-core bf16 under torch.compile")
     parser.add_argument("--device", default="cuda", help="torch device (cpu only to check the script)")
     args = parser.parse_args()
     cfg = ltx_jax.LTXConfig.ltx2_3(num_layers=args.layers, av_ca_scale_shift_from_sigma=True)
-    torch_bf16 = bench_step.torch_reference(cfg, args.device)
-    jax_bf16 = ltx_jax.load_state_dict(ltx_jax.LTXModel.abstract(cfg, jnp.bfloat16), torch_bf16.state_dict())
-    jax_fp8 = ltx_jax.load_state_dict(ltx_jax.LTXModel.abstract(cfg, jnp.bfloat16), torch_bf16.state_dict())
-    quantize_fp8_cast(jax_fp8, [(k, entry[0]) for k, entry in expected_keys(jax_fp8).items()], jnp.bfloat16)
-    torch_fp8 = torch_fp8_cast(copy.deepcopy(torch_bf16))
-    jax_fp8_mm = quantize_fp8(
-        ltx_jax.load_state_dict(ltx_jax.LTXModel.abstract(cfg, jnp.bfloat16), torch_bf16.state_dict())
-    )
-    models = {"ltx-core bf16": torch_bf16, "ltx-core fp8-cast": torch_fp8, "ltx-jax bf16": jax_bf16,
-              "ltx-jax fp8-cast": jax_fp8, "ltx-jax fp8": jax_fp8_mm}  # fmt: skip
+    models = build_models(cfg, args.device, args.torch_compile)
     forwards = {
         name: torch_forward(model, args.device) if "core" in name else jax_forward(model)
         for name, model in models.items()
     }
     print(f"{jax.devices()[0].device_kind}; jax {jax.__version__}, torch {torch.__version__}; {args.layers} blocks")
     for name, model in models.items():
-        print(f"{name:>18}: parameters {parameter_bytes(model) / 1e9:.2f} GB")
+        print(f"{name:>22}: parameters {parameter_bytes(model) / 1e9:.2f} GB")
     for tokens in args.tokens:
         data = bench_step.inputs(tokens, np.random.default_rng(tokens))
-        print(f"-- {tokens} video tokens")
-        outputs, seconds = {}, {}
+        print(f"-- {tokens} video tokens; time (x ltx-jax bf16), peak device memory, velocity vs its side's bf16")
+        outputs, seconds, peaks = {}, {}, {}
         for name, (to_numpy, run) in forwards.items():
-            sync = jax.block_until_ready
-            if "core" in name:
-                sync = (lambda _: torch.cuda.synchronize()) if args.device == "cuda" else (lambda _: None)
-            _, seconds[name] = bench_step.median_seconds(lambda run=run, data=data: run(data), sync, args.repeats)
+            seconds[name], peaks[name] = time_and_memory(name, models[name], run, data, args)
             outputs[name] = to_numpy(data)
-        for side in ("ltx-core", "ltx-jax"):
-            base, fp8 = outputs[f"{side} bf16"], outputs[f"{side} fp8-cast"]
-            worst, mean = relative(fp8 - base, base)
-            ratio = seconds[f"{side} fp8-cast"] / seconds[f"{side} bf16"]
-            print(f"{side:>9}: bf16 {seconds[f'{side} bf16'] * 1e3:7.1f} ms, fp8-cast "
-                  f"{seconds[f'{side} fp8-cast'] * 1e3:7.1f} ms ({ratio:.3f}x); velocity vs bf16: max {worst:.2e}, "
-                  f"mean {mean:.2e}")  # fmt: skip
-        worst, mean = relative(outputs["ltx-jax fp8"] - outputs["ltx-jax bf16"], outputs["ltx-jax bf16"])
-        ratio = seconds["ltx-jax fp8"] / seconds["ltx-jax bf16"]
-        print(f"  ltx-jax: fp8 matmuls {seconds['ltx-jax fp8'] * 1e3:7.1f} ms ({ratio:.3f}x bf16); velocity vs bf16: "
-              f"max {worst:.2e}, mean {mean:.2e}; fp8 GEMMs in the program: {fp8_gemms(jax_fp8_mm, data)}")  # fmt: skip
-        ours = seconds["ltx-jax fp8-cast"] / seconds["ltx-core fp8-cast"]
-        worst, _ = relative(outputs["ltx-jax fp8-cast"] - outputs["ltx-core fp8-cast"], outputs["ltx-core fp8-cast"])
-        print(f"   fp8-cast ltx-jax/ltx-core: {ours:.3f}x time; max rel diff of the two fp8 outputs {worst:.2e}")
+        for name, took in seconds.items():
+            base = outputs[f"{name.split()[0]} bf16"]
+            worst, mean = relative(outputs[name] - base, base)
+            print(f"{name:>22}: {took * 1e3:7.1f} ms ({took / seconds['ltx-jax bf16']:.3f}x) "
+                  f"{peaks[name] / 2**30:6.2f} GiB; velocity max {worst:.2e} mean {mean:.2e}")  # fmt: skip
+        gemms, attention = fp8_kernels(compiled_forward(models["ltx-jax fp8"], data))
+        print(f"   ltx-jax fp8's program: {gemms} fp8 GEMMs, {attention} fp8 attention calls")
     data = bench_step.inputs(args.tokens[0], np.random.default_rng(0))
     start = time.perf_counter()
-    for side, mode in (("ltx-core", "fp8-cast"), ("ltx-jax", "fp8-cast"), ("ltx-jax", "fp8")):
+    for side, mode in (
+        ("ltx-core", "fp8-cast"),
+        ("ltx-jax", "fp8-cast"),
+        ("ltx-jax", "fp8 matmuls"),
+        ("ltx-jax", "fp8"),
+    ):
         base = euler_loop(forwards[f"{side} bf16"][0], data, args.steps)
         fp8 = euler_loop(forwards[f"{side} {mode}"][0], data, args.steps)
         l2 = float(np.linalg.norm(fp8 - base) / np.linalg.norm(base))

@@ -1,13 +1,19 @@
 """cuDNN's fp8 flash attention (through JAX's `jax._src.cudnn.fused_attention_stablehlo`) against its bf16
-one, at the DiT's self-attention shapes on one GPU: time, and error against float32 (issue #24).
+one, at the DiT's self-attention shapes on one GPU: time, and where its error comes from (issue #24).
 
     python benchmarks/probe_fp8_attention.py --tokens 6144 24576 --heads 32 --repeats 20
 
-fp8: q, k and v quantized to e4m3 with one scale each (`quantize_per_tensor`: max |x| / 448), the
-probabilities with 448 (they lie in [0, 1]), the output with v's scale (an average of v's rows cannot
-exceed max |v|), then dequantized to bf16. Reported per token count: the median time of bf16 attention,
-of the fp8 kernel alone, and of fp8 with its quantize and dequantize passes; and for the first `--check-heads` heads,
-the relative L2 and max relative error of each against float32 (XLA's attention in float32).
+fp8: q, k and v quantized to e4m3 with one scale each (max |x| / 448), the probabilities with 448 (they
+lie in [0, 1]), the output with v's scale (an average of v's rows cannot exceed max |v|), then
+dequantized to bf16: `ltx_jax.model.fp8_attention.Fp8Attention`, what `quantization="fp8"` runs. Reported
+per token count: the median time of bf16 attention, of the fp8 kernel alone, and of `Fp8Attention` with
+its quantize and dequantize passes; and for the first `--check-heads` heads, the error (relative L2, max
+relative) against float32 attention of
+- bf16 attention and `Fp8Attention` (the error a user sees),
+- the fp8 kernel against float32 attention of its own rounded operands (what the kernel adds),
+- the fp8 kernel with the output scaled by the `amax_o` it returned on a first call (the tightest output
+  scale: whether v's bound costs anything),
+- `emulated_fp8_attention`, the same roundings in XLA's float32 (what the CPU tests model).
 """
 
 import argparse
@@ -22,34 +28,40 @@ import numpy as np  # noqa: E402
 from jax._src.cudnn import fused_attention_stablehlo as cudnn_attention  # noqa: E402
 from probe_fp8_gemm import median_ms  # noqa: E402 - beside this script
 
-from ltx_jax.model.quantization import FP8_MAX, quantize_per_tensor  # noqa: E402
+from ltx_jax.model.attention_backends import xla_attention  # noqa: E402
+from ltx_jax.model.fp8_attention import Fp8Attention, cudnn_fp8_attention, emulated_fp8_attention  # noqa: E402
+from ltx_jax.model.quantization import FP8_MAX, per_tensor_scale, to_fp8  # noqa: E402
 
 
 def quantize(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     """`x` as e4m3 with one scale, and that scale (the descale cuDNN takes), shape (1, 1, 1, 1)."""
-    values, scale = quantize_per_tensor(x)
-    return values, jnp.reshape(scale, (1, 1, 1, 1))
+    scale = per_tensor_scale(x)
+    return to_fp8(x, scale), jnp.reshape(scale, (1, 1, 1, 1))
 
 
-def fp8_kernel(q8, descale_q, k8, descale_k, v8, descale_v):  # noqa: ANN001, ANN201
-    """cuDNN's fp8 attention; its e4m3 output has v's scale, returned with it."""
-    one = jnp.ones((1, 1, 1, 1), jnp.float32)
-    params = {
-        "descale_q": descale_q, "descale_k": descale_k, "descale_v": descale_v,
-        "descale_s": one / FP8_MAX, "scale_s": one * FP8_MAX, "scale_o": 1.0 / descale_v,
-        **{name: one for name in cudnn_attention.fp8_params_keys if name not in (
-            "descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")},
-    }  # fmt: skip
-    out, _, _ = cudnn_attention.dot_product_attention(
-        q8, k8, v8, fp8_params=params, scale=q8.shape[-1] ** -0.5, use_fp8=True, qkv_layout="BTNH"
-    )
-    return out, descale_v
+def dequantized(q8: jax.Array, scale: jax.Array) -> jax.Array:
+    return q8.astype(jnp.float32) * scale[0, 0]
 
 
 @jax.jit
 def fp8_attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
-    out, descale_o = fp8_kernel(*quantize(q), *quantize(k), *quantize(v))
-    return (out.astype(jnp.float32) * descale_o).astype(jnp.bfloat16)
+    """`Fp8Attention` on `(1, T, H, D)` operands."""
+    heads = q.shape[2]
+    merged = (x.reshape(*x.shape[:2], -1) for x in (q, k, v))
+    return Fp8Attention(fallback=xla_attention)(*merged, heads=heads).reshape(q.shape)
+
+
+@jax.jit
+def kernel_with_scales(q8, dq, k8, dk, v8, dv, scale_o):  # noqa: ANN001, ANN201
+    """The kernel with the output scale `scale_o` (descale 1 / scale_o): the output in float32, and amax_o."""
+    one = jnp.ones((1, 1, 1, 1), jnp.float32)
+    scales = {"descale_q": dq, "descale_k": dk, "descale_v": dv, "descale_s": one / FP8_MAX,
+              "scale_s": one * FP8_MAX, "scale_o": scale_o}  # fmt: skip
+    params = {name: scales.get(name, one) for name in cudnn_attention.fp8_params_keys}
+    out, _, amax_o = cudnn_attention.dot_product_attention(
+        q8, k8, v8, fp8_params=params, scale=q8.shape[-1] ** -0.5, use_fp8=True, qkv_layout="BTNH"
+    )
+    return out.astype(jnp.float32) / scale_o[0, 0], amax_o
 
 
 @jax.jit
@@ -67,6 +79,27 @@ def errors(out: jax.Array, expected: jax.Array) -> dict[str, float]:
     return {
         "relative_l2": float(np.linalg.norm(out - expected) / np.linalg.norm(expected)),
         "max_relative": float(np.abs(out - expected).max() / np.abs(expected).max()),
+    }
+
+
+def error_rows(q: jax.Array, k: jax.Array, v: jax.Array) -> dict[str, dict[str, float]]:
+    (q8, dq), (k8, dk), (v8, dv) = quantize(q), quantize(k), quantize(v)
+    expected = f32_attention(q, k, v)
+    own_operands = f32_attention(dequantized(q8, dq), dequantized(k8, dk), dequantized(v8, dv))
+    kernel = cudnn_fp8_attention(q8, dq, k8, dk, v8, dv).astype(jnp.float32) * dv[0, 0]
+    _, amax_o = kernel_with_scales(q8, dq, k8, dk, v8, dv, 1.0 / dv)
+    # amax_o is the output's maximum before the output scale (as cuDNN's fp8 recipes read it)
+    tight, _ = kernel_with_scales(q8, dq, k8, dk, v8, dv, FP8_MAX / amax_o)
+    emulated = emulated_fp8_attention(q8, dq, k8, dk, v8, dv).astype(jnp.float32) * dv[0, 0]
+    return {
+        "bf16_vs_f32": errors(bf16_attention(q, k, v), expected),
+        "fp8_vs_f32": errors(fp8_attention(q, k, v), expected),
+        "kernel_vs_f32_of_its_operands": errors(kernel, own_operands),
+        "kernel_with_amax_o_scale_vs_f32": errors(tight, expected),
+        "amax_o": float(amax_o.reshape(())),
+        "max_v": float(dv.reshape(()) * FP8_MAX),
+        "emulated_vs_f32_of_its_operands": errors(emulated, own_operands),
+        "kernel_vs_emulated": errors(kernel, emulated),
     }
 
 
@@ -88,16 +121,13 @@ def main() -> None:
         row["bf16_ms"] = median_ms(bf16_attention, q, k, v, repeats=args.repeats)
         row["fp8_with_quantization_ms"] = median_ms(fp8_attention, q, k, v, repeats=args.repeats)
         (q8, dq), (k8, dk), (v8, dv) = quantize(q), quantize(k), quantize(v)
-        kernel = jax.jit(lambda *a: fp8_kernel(*a)[0])
+        kernel = jax.jit(cudnn_fp8_attention)
         row["fp8_kernel_ms"] = median_ms(kernel, q8, dq, k8, dk, v8, dv, repeats=args.repeats)
         flops = 4 * tokens * tokens * args.heads * args.head_dim
         row["bf16_tflops"] = flops / row["bf16_ms"] / 1e9
         row["fp8_kernel_tflops"] = flops / row["fp8_kernel_ms"] / 1e9
         row["fp8_over_bf16"] = row["fp8_with_quantization_ms"] / row["bf16_ms"]
-        few = tuple(x[:, :, : args.check_heads] for x in (q, k, v))
-        expected = f32_attention(*few)
-        row["bf16_vs_f32"] = errors(bf16_attention(*few), expected)
-        row["fp8_vs_f32"] = errors(fp8_attention(*few), expected)
+        row.update(error_rows(*(x[:, :, : args.check_heads] for x in (q, k, v))))
         print(json.dumps(row))
 
 

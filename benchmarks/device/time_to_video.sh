@@ -24,6 +24,10 @@
 #   abstract   benchmarks/bench_abstract.py: a DiT load's fixed steps (abstract model, key table, set_params),
 #              ltx_jax of .trees/before and of this tree alternately, twice each (no files, no GPU)
 #   fp8forward benchmarks/bench_fp8_cast.py: 8 blocks at 24,576 tokens, bf16 / fp8-cast / fp8 (no files)
+#   fp8attention  benchmarks/probe_fp8_attention.py: cuDNN's fp8 attention against bf16 at 6,144 and 24,576 tokens,
+#              and where its error comes from (no files)
+#   fp8table   benchmarks/bench_fp8_cast.py --torch-compile at TOKENS (default 24576): every row of issue #24's
+#              table, 8 blocks, with peak memory and the 10-step quality loop (no files)
 #   cold, warm, reference   benchmarks/bench_generate.py two-stage 1024x1536x121: generate.py with an empty
 #              compilation cache, again with the filled one, and ltx-pipelines 1.0.0
 #   reference2 ltx-pipelines again: its second run on a machine was 10.7 s faster than its first (2026-12-03)
@@ -123,6 +127,15 @@ fi
 if [[ " $PARTS " == *" fp8forward "* ]]; then
     timeout 420 python3 benchmarks/bench_fp8_cast.py --layers 8 --tokens 24576 --repeats 10 --steps 10 2>&1 \
         | tee "$OUT/fp8forward.txt"
+fi
+if [[ " $PARTS " == *" fp8attention "* ]]; then
+    timeout 150 python3 benchmarks/probe_fp8_attention.py --tokens 6144 24576 --repeats 20 2>&1 \
+        | tee "$OUT/fp8attention.txt"
+fi
+if [[ " $PARTS " == *" fp8table "* ]]; then  # the second compile of each program (its memory plan) hits this cache
+    JAX_COMPILATION_CACHE_DIR=/tmp/jax_cache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 timeout 420 \
+        python3 benchmarks/bench_fp8_cast.py --layers 8 --tokens ${TOKENS:-24576} --repeats 10 --steps 10 \
+        --torch-compile 2>&1 | grep -v "Delay kernel timed out" | tee "$OUT/fp8table-${TOKENS:-24576}.txt"
 fi
 if [[ " $PARTS " == *" loadbase "* ]]; then  # the loader before this work, once
     timeout 140 python3 benchmarks/bench_load.py "$checkpoint" --trees .trees/base --repeats 1 --no-torch 2>&1 \

@@ -18,6 +18,7 @@ from flax import nnx
 
 from ltx_jax.config import RopeType
 from ltx_jax.model.attention_backends import AttentionFn, LocalAttentionFn, split_heads
+from ltx_jax.model.fp8_attention import Fp8Attention
 from ltx_jax.model.normalization import RMSNorm, linear
 from ltx_jax.model.rope import PositionalEmbedding, apply_rotary_emb
 
@@ -27,17 +28,33 @@ class AttentionOps:
     """Which `AttentionFn` each attention module calls, keyed by ltx-core's module names.
 
     `default` serves every module without an entry in `overrides` (e.g. `{"attn1": ulysses}`); it is
-    a local backend, which sequence parallelism also calls with key lengths.
+    a local backend, which sequence parallelism also calls with key lengths. A module that
+    `quantize_fp8` marked (`Attention.fp8`) asks with `fp8=True`: its entry in `fp8_overrides`, else
+    `Fp8Attention` around `default` where it has no entry in `overrides` either, else that entry (bf16:
+    a wrapper that does not know fp8 keeps working).
     """
 
     default: LocalAttentionFn
     overrides: tuple[tuple[str, AttentionFn], ...] = ()
+    fp8_overrides: tuple[tuple[str, AttentionFn], ...] = ()
 
-    def for_module(self, name: str) -> AttentionFn:
-        return dict(self.overrides).get(name, self.default)
+    def for_module(self, name: str, *, fp8: bool = False) -> AttentionFn:
+        overrides = dict(self.overrides)
+        if fp8 and name in dict(self.fp8_overrides):
+            return dict(self.fp8_overrides)[name]
+        if fp8 and name not in overrides:
+            return self.fp8_local()
+        return overrides.get(name, self.default)
+
+    def fp8_local(self, axis_name: str | tuple[str, ...] | None = None) -> LocalAttentionFn:
+        """The local fp8 attention: fp8 where it can run, `default` elsewhere; `axis_name` as `Fp8Attention`'s."""
+        return Fp8Attention(fallback=self.default, axis_name=axis_name)
 
     def with_overrides(self, **functions: AttentionFn) -> AttentionOps:
         return dataclasses.replace(self, overrides=tuple({**dict(self.overrides), **functions}.items()))
+
+    def with_fp8_overrides(self, **functions: AttentionFn) -> AttentionOps:
+        return dataclasses.replace(self, fp8_overrides=tuple({**dict(self.fp8_overrides), **functions}.items()))
 
 
 class Attention(nnx.Module):
@@ -61,6 +78,7 @@ class Attention(nnx.Module):
         self.heads = heads
         self.dim_head = dim_head
         self.rope_type = rope_type
+        self.fp8 = False  # set by `quantize_fp8`: the block asks its AttentionOps for the fp8 attention
         self.q_norm = RMSNorm(inner_dim, eps=norm_eps, param_dtype=param_dtype)
         self.k_norm = RMSNorm(inner_dim, eps=norm_eps, param_dtype=param_dtype)
         self.to_q = linear(query_dim, inner_dim, rngs=rngs, param_dtype=param_dtype)

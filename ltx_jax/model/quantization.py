@@ -157,12 +157,17 @@ def fp8_targets(model: nnx.Module) -> list[tuple[tuple[Any, ...], nnx.Module, st
     return targets
 
 
-def quantize_fp8(model: nnx.Module, scales: Mapping[tuple[Any, ...], jax.Array] | None = None) -> nnx.Module:
-    """`model` (an `LTXModel`, in place) with every linear of `fp8_targets` replaced by an `Fp8Linear`.
+def quantize_fp8(
+    model: nnx.Module, scales: Mapping[tuple[Any, ...], jax.Array] | None = None, *, attention: bool = True
+) -> nnx.Module:
+    """`model` (an `LTXModel`, in place) with every linear of `fp8_targets` replaced by an `Fp8Linear`,
+    and with `attention` the video self-attention of the same blocks marked fp8 (`ltx_jax.model.fp8_attention`).
 
     A linear whose kernel is still in the model dtype is quantized from it (the bf16 kernel is freed once
     replaced). One whose kernel is already float8_e4m3fn (quantized by the loader as it was placed) keeps
     it, with its scale from `scales` (kernel parameter path -> float32 scale)."""
+    for index, block in enumerate(model.transformer_blocks):
+        block.attn1.fp8 = attention and index not in FP8_EXCLUDED_BLOCKS
     for kernel_path, parent, name, linear in fp8_targets(model):
         kernel = linear.kernel[...]
         if kernel.dtype == FP8:

@@ -134,9 +134,10 @@ class BasicAVTransformerBlock(nnx.Module):
         all_perturbed = perturbations.all_in_batch(skip)
         partial = perturbations.any_in_batch(skip) and not all_perturbed
         mask = jnp.asarray(perturbations.mask(skip), x.dtype)[:, None, None] if partial else None
-        out = getattr(self, name)(
+        attention = getattr(self, name)
+        out = attention(
             normed,
-            attention_fn=attention_ops.for_module(name),
+            attention_fn=attention_ops.for_module(name, fp8=attention.fp8),
             mask=args.self_attention_mask,
             pe=args.positional_embeddings,
             perturbation_mask=mask,

@@ -25,7 +25,7 @@ from jax.sharding import PartitionSpec as P
 
 from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
 from ltx_jax.model.attention import AttentionOps
-from ltx_jax.model.attention_backends import RingKernel
+from ltx_jax.model.attention_backends import LocalAttentionFn, RingKernel
 from ltx_jax.model.modality import Modality
 from ltx_jax.model.model import DIT_COMPILER_OPTIONS, LTXModel, validate_inputs
 from ltx_jax.model.transformer_args import TransformerArgs
@@ -33,7 +33,13 @@ from ltx_jax.parallel.block_programs import Block, BlockPrograms
 from ltx_jax.parallel.exchange import AllToAll, ExchangeBackend, exchange_backend
 from ltx_jax.parallel.mesh import SequenceAxes, sequence_axes, sequence_size
 from ltx_jax.parallel.sharding import GatheredBlock, gather_state, sharded_axis, spec_of
-from ltx_jax.parallel.strategies import RING_STRATEGIES, Strategy, check_layout, sequence_attention
+from ltx_jax.parallel.strategies import (
+    RING_STRATEGIES,
+    SequenceAttention,
+    Strategy,
+    check_layout,
+    sequence_attention,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -335,19 +341,24 @@ class SequenceParallel:
         )
 
     def _sequence_attention_ops(self, tokens: int, padded: int) -> AttentionOps:
-        """The attention functions inside the shard_map: the strategy's for `attn1` and `video_to_audio_attn`."""
-        attention = sequence_attention(
-            self.strategy,
-            self.mesh,
-            local=self._attention_ops.default,
-            all_to_all=self._all_to_all,
-            valid_tokens=tokens,
-            padded_tokens=padded,
-            ring_kernel=self.ring_kernel,
-        )
-        return self._attention_ops.with_overrides(
-            attn1=attention.video_self_attention, video_to_audio_attn=attention.video_to_audio
-        )
+        """The attention functions inside the shard_map: the strategy's for `attn1` and `video_to_audio_attn`,
+        and for the `attn1` that `quantize_fp8` marked, the strategy's around the fp8 local attention."""
+        ops = self._attention_ops
+
+        def strategy(local: LocalAttentionFn) -> SequenceAttention:
+            return sequence_attention(
+                self.strategy,
+                self.mesh,
+                local=local,
+                all_to_all=self._all_to_all,
+                valid_tokens=tokens,
+                padded_tokens=padded,
+                ring_kernel=self.ring_kernel,
+            )
+
+        attention = strategy(ops.default)
+        ops = ops.with_overrides(attn1=attention.video_self_attention, video_to_audio_attn=attention.video_to_audio)
+        return ops.with_fp8_overrides(attn1=strategy(ops.fp8_local(self.axes)).video_self_attention)
 
     def lower(
         self, video: Modality, audio: Modality | None, perturbations: BatchedPerturbationConfig | None = None

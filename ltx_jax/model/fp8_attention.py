@@ -1,0 +1,133 @@
+"""Video self-attention in fp8 under `quantization="fp8"`: cuDNN's fp8 flash attention on Hopper.
+
+`quantize_fp8` marks the video self-attention (`attn1`) of every block whose linears it turns fp8; the
+block then asks its `AttentionOps` for the fp8 function of that module, which is `Fp8Attention` around
+the model's own backend (sequence parallelism wraps it as it wraps that backend: the exchange moves
+bf16, and the fp8 attention runs on the gathered sequence).
+
+What one call computes, per sample of the batch (a sample's result never depends on what is batched
+beside it, e.g. the other guidance passes):
+- q, k and v rounded to e4m3, each with one scale, max |x| / 448 over the sample's tensor (under
+  sequence parallelism, over every device's part of it: the scales one device would use).
+- S = q k^T / sqrt(D) accumulated in float32; P = exp(S - max) in [0, 1], rounded to e4m3 with scale
+  1/448; O = P v / sum(P).
+- O rounded to e4m3 with v's scale, which cannot overflow: each row of O is a convex combination of
+  v's rows, so |O| <= max |v|. (A smaller scale from O's own maximum would need O first; at the DiT's
+  shapes it changes nothing measurable: benchmarks/probe_fp8_attention.py.)
+- O dequantized to the activations' dtype.
+
+Where it runs: on a GPU from Hopper on (compute capability 9.0), with bf16/fp16 activations, a head dim
+that is a multiple of 16 up to 256, and no mask or key padding (cuDNN's fp8 kernel takes neither);
+elsewhere on a GPU the call goes to the model's bf16 backend. On the CPU the same arithmetic runs in
+XLA (`emulated_fp8_attention`: scores materialized, any float dtype), so tests see fp8's rounding.
+
+The cuDNN kernel is reached through JAX's private `jax._src.cudnn.fused_attention_stablehlo` (the
+public `jax.nn.dot_product_attention` has no fp8 path), as `attention_backends` does for the
+log-sum-exp.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from jax._src.cudnn import fused_attention_stablehlo as cudnn_fmha
+
+from ltx_jax.model.attention_backends import LocalAttentionFn, merge_heads, split_heads
+from ltx_jax.model.quantization import FP8_MAX, scale_of_amax, to_fp8
+
+_CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)
+_UNIT = (1, 1, 1, 1)  # cuDNN's scales are float32 tensors of this shape
+
+
+def fp8_attention_unsupported(
+    q: jax.Array, heads: int, mask: jax.Array | None, key_value_seq_lengths: jax.Array | None
+) -> str | None:
+    """None if this call runs in fp8 (cuDNN on a GPU, emulated on the CPU), else why it runs in bf16."""
+    if mask is not None or key_value_seq_lengths is not None:
+        return "cuDNN's fp8 attention takes no mask and no key padding"
+    head_dim = q.shape[-1] // heads
+    if head_dim % 16 or head_dim > 256:
+        return f"cuDNN's fp8 attention needs a head dim that is a multiple of 16 up to 256, got {head_dim}"
+    if jax.default_backend() != "gpu":
+        return None
+    if q.dtype not in _CUDNN_DTYPES:
+        return f"cuDNN's fp8 attention needs bfloat16 or float16 activations, got {q.dtype}"
+    if not cudnn_fmha.check_compute_capability("9.0"):
+        return "cuDNN's fp8 attention needs a GPU of compute capability 9.0 (Hopper) or later"
+    return None
+
+
+def cudnn_fp8_attention(q8, q_scale, k8, k_scale, v8, v_scale) -> jax.Array:  # noqa: ANN001
+    """cuDNN's fp8 flash attention on `(1, T, H, D)` e4m3 operands and their scales -> e4m3 output in
+    v's scale (see the module docstring)."""
+    one = jnp.ones(_UNIT, jnp.float32)
+    scales = {
+        "descale_q": q_scale, "descale_k": k_scale, "descale_v": v_scale,
+        "descale_s": one / FP8_MAX, "scale_s": one * FP8_MAX, "scale_o": 1.0 / v_scale,
+    }  # fmt: skip
+    params = {name: scales.get(name, one) for name in cudnn_fmha.fp8_params_keys}
+    out, _, _ = cudnn_fmha.dot_product_attention(
+        q8, k8, v8, fp8_params=params, scale=q8.shape[-1] ** -0.5, use_fp8=True, qkv_layout="BTNH"
+    )
+    return out
+
+
+def emulated_fp8_attention(q8, q_scale, k8, k_scale, v8, v_scale) -> jax.Array:  # noqa: ANN001
+    """What `cudnn_fp8_attention` computes, in XLA with the scores materialized (float32 arithmetic on
+    the e4m3 values): the CPU's fp8 attention."""
+    scores = jnp.einsum("bqhd,bkhd->bhqk", q8.astype(jnp.float32), k8.astype(jnp.float32))
+    scores = scores * (q_scale * k_scale)[0, 0] * q8.shape[-1] ** -0.5
+    weights = jnp.exp(scores - scores.max(axis=-1, keepdims=True))
+    total = weights.sum(axis=-1)  # (B, H, Tq), from the unrounded weights
+    rounded = to_fp8(weights, jnp.float32(1 / FP8_MAX)).astype(jnp.float32) / FP8_MAX
+    out = jnp.einsum("bhqk,bkhd->bqhd", rounded, v8.astype(jnp.float32)) * v_scale[0, 0]
+    out = out / jnp.moveaxis(total, 1, 2)[..., None]
+    return to_fp8(out, v_scale[0, 0])
+
+
+@dataclasses.dataclass(frozen=True)
+class Fp8Attention:
+    """A `LocalAttentionFn`: fp8 attention where `fp8_attention_unsupported` finds nothing against the
+    call, `fallback` (the model's backend) elsewhere.
+
+    `axis_name`: inside `shard_map`, the mesh axis the sequence is split over. Each scale is then the
+    maximum over that axis too (one all-reduce of three numbers per sample), so every device quantizes
+    with the scales one device would use, whatever part of the heads or tokens it holds.
+    """
+
+    fallback: LocalAttentionFn
+    axis_name: str | tuple[str, ...] | None = None
+
+    def __call__(
+        self,
+        q: jax.Array,
+        k: jax.Array,
+        v: jax.Array,
+        *,
+        heads: int,
+        mask: jax.Array | None = None,
+        key_value_seq_lengths: jax.Array | None = None,
+    ) -> jax.Array:
+        """`(B, Tq, H*D)` queries, `(B, Tk, H*D)` keys and values -> `(B, Tq, H*D)` in q's dtype."""
+        if fp8_attention_unsupported(q, heads, mask, key_value_seq_lengths) is not None:
+            return self.fallback(q, k, v, heads=heads, mask=mask, key_value_seq_lengths=key_value_seq_lengths)
+        kernel = cudnn_fp8_attention if jax.default_backend() == "gpu" else emulated_fp8_attention
+        scales = self._scales(q, k, v)  # (B, 3)
+        samples = []
+        for b in range(q.shape[0]):  # one call per sample: its scales are its own
+            q8, k8, v8 = (
+                (to_fp8(split_heads(x[b : b + 1], heads), scales[b, i]), jnp.reshape(scales[b, i], _UNIT))
+                for i, x in enumerate((q, k, v))
+            )
+            out = kernel(*q8, *k8, *v8)
+            samples.append((out.astype(jnp.float32) * scales[b, 2]).astype(q.dtype))
+        return merge_heads(jnp.concatenate(samples))
+
+    def _scales(self, q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+        """`(B, 3)` float32: each sample's max |x| / 448 of q, k and v (over `axis_name` too)."""
+        amax = jnp.stack([jnp.max(jnp.abs(x.astype(jnp.float32)), axis=(1, 2)) for x in (q, k, v)], axis=-1)
+        if self.axis_name is not None:
+            amax = jax.lax.pmax(amax, self.axis_name)
+        return scale_of_amax(amax)

@@ -1,0 +1,152 @@
+"""fp8 video self-attention (`quantize_fp8`, `ltx_jax.model.fp8_attention`), emulated on the CPU.
+
+No reference runs fp8 attention (ltx-core's fp8 modes keep attention in bf16), so the arithmetic is
+checked against numpy's float8_e4m3fn (ml_dtypes) doing the same steps, and the model against its bf16
+self within fp8's rounding.
+"""
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from jax.sharding import PartitionSpec as P
+from ltx_core_twin import default_inputs, jax_model, relative_error, run_jax, torch_model
+from test_quantization import CFG, FP8_EFFECT
+
+import ltx_jax
+from ltx_jax.model.attention_backends import xla_attention
+from ltx_jax.model.fp8_attention import Fp8Attention, fp8_attention_unsupported
+from ltx_jax.model.quantization import FP8_EXCLUDED_BLOCKS, quantize_fp8
+from ltx_jax.parallel import SequenceParallel, make_mesh
+from ltx_jax.parallel.exchange import lax_all_to_all
+from ltx_jax.parallel.ulysses import UlyssesAttention
+
+E4M3 = ml_dtypes.float8_e4m3fn
+HEADS, HEAD_DIM = 2, 16
+
+
+def rounded(x: np.ndarray, scale: np.float32) -> np.ndarray:
+    """x rounded to e4m3 in units of `scale`, back in float32."""
+    return np.clip(x / scale, -448, 448).astype(E4M3).astype(np.float32) * scale
+
+
+def numpy_fp8_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """One sample `(T, H, D)`: q, k, v per tensor in e4m3; the softmax's unnormalized weights in e4m3 (scale
+    1/448); the output in e4m3 with v's scale; float32 arithmetic."""
+    q, k, v = (rounded(x, np.abs(x).max() / np.float32(448)) for x in (q, k, v))
+    scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(np.float32(q.shape[-1]))
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    out = np.einsum("hqk,khd->qhd", rounded(weights, np.float32(1 / 448)), v) / weights.sum(-1).T[..., None]
+    return rounded(out, np.abs(v).max() / np.float32(448))
+
+
+def random_qkv(batch: int = 2, tokens: int = 24) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal((batch, tokens, HEADS * HEAD_DIM)).astype(np.float32) * s for s in (1, 1, 3)]
+
+
+def test_fp8_attention_equals_numpy_doing_the_same_rounding():
+    q, k, v = random_qkv()
+    got = np.asarray(Fp8Attention(fallback=xla_attention)(*map(jnp.asarray, (q, k, v)), heads=HEADS))
+    for b in range(2):
+        split = [x[b].reshape(-1, HEADS, HEAD_DIM) for x in (q, k, v)]
+        expected = numpy_fp8_attention(*split).reshape(got[b].shape)
+        np.testing.assert_allclose(got[b], expected, rtol=1e-5, atol=1e-6)
+    plain = np.asarray(xla_attention(*map(jnp.asarray, (q, k, v)), heads=HEADS))
+    assert 1e-3 < relative_error(got, plain) < 0.1  # fp8 moved it, by a few percent
+
+
+def test_a_samples_scales_are_its_own():
+    """Each sample is quantized with its own scales: its result does not depend on what is batched beside it."""
+    q, k, v = random_qkv()
+    attention = Fp8Attention(fallback=xla_attention)
+    both = np.asarray(attention(*(jnp.asarray(x) for x in (q, k, v)), heads=HEADS))
+    alone = np.asarray(attention(*(jnp.asarray(x[1:]) for x in (q, k, v)), heads=HEADS))
+    np.testing.assert_array_equal(alone, both[1:])
+
+
+def test_masked_and_padded_calls_go_to_the_fallback():
+    q, k, v = (jnp.asarray(x) for x in random_qkv())
+    mask = jnp.zeros((2, 1, 24, 24), jnp.float32).at[:, :, :, 20:].set(-1e9)
+    lengths = jnp.array([20, 24], jnp.int32)
+    attention = Fp8Attention(fallback=xla_attention)
+    for options in ({"mask": mask}, {"key_value_seq_lengths": lengths}):
+        assert fp8_attention_unsupported(q, HEADS, options.get("mask"), options.get("key_value_seq_lengths"))
+        expected = xla_attention(q, k, v, heads=HEADS, **options)
+        np.testing.assert_array_equal(np.asarray(attention(q, k, v, heads=HEADS, **options)), np.asarray(expected))
+
+
+def test_quantize_fp8_marks_video_self_attention_of_its_blocks_and_it_moves_the_output_by_fp8_rounding():
+    """Block 0 stays bf16 (FP8_EXCLUDED_BLOCKS); block 1's video self-attention turns fp8. Against fp8 matmuls
+    alone the output moves (fp8 attention ran), and against bf16 by fp8's rounding (measured 2.5e-2 video,
+    2.0e-2 audio with it; 2.6e-2 / 2.4e-2 without)."""
+    assert 0 in FP8_EXCLUDED_BLOCKS
+    plain = jax_model(CFG, torch_model(CFG, 0))
+    matmuls = quantize_fp8(jax_model(CFG, torch_model(CFG, 0)), attention=False)
+    both = quantize_fp8(jax_model(CFG, torch_model(CFG, 0)))
+    assert [b.attn1.fp8 for b in both.transformer_blocks] == [False, True]
+    assert not any(b.attn1.fp8 for b in matmuls.transformer_blocks)
+    assert not any(b.audio_attn1.fp8 for b in both.transformer_blocks)
+    video, audio = default_inputs(CFG)
+    base, only_matmuls, fp8 = (run_jax(m, video, audio) for m in (plain, matmuls, both))
+    assert relative_error(fp8[0], np.asarray(only_matmuls[0])) > 1e-3
+    for name, ours, reference in zip(("video", "audio"), fp8, base, strict=True):
+        effect = relative_error(ours, np.asarray(reference))
+        assert FP8_EFFECT[0] < effect < FP8_EFFECT[1], (name, effect)
+
+
+def test_ulysses_fp8_attention_uses_the_scales_of_one_device():
+    """Each device holds half the heads after the exchange; its scales are the maxima over all of them
+    (`axis_name`), so the result equals one device's (the heads differ in size, so each half's own maximum
+    would round differently)."""
+    rng = np.random.default_rng(0)
+    sizes = np.repeat(np.array([3.0, 1.0, 1.0, 0.5], np.float32), HEAD_DIM)
+    q, k, v = (jnp.asarray(rng.standard_normal((2, 48, 4 * HEAD_DIM)).astype(np.float32) * sizes) for _ in range(3))
+    ulysses = UlyssesAttention(
+        local=Fp8Attention(xla_attention, axis_name="sp"),
+        all_to_all=lax_all_to_all,
+        axis_name="sp",
+        mesh_size=2,
+        valid_tokens=48,
+        padded_tokens=48,
+    )
+    sharded = jax.shard_map(
+        lambda q, k, v: ulysses.video_self_attention(q, k, v, heads=4),
+        mesh=make_mesh(2),
+        in_specs=P(None, "sp"),
+        out_specs=P(None, "sp"),
+    )
+    expected = np.asarray(Fp8Attention(xla_attention)(q, k, v, heads=4))
+    np.testing.assert_allclose(np.asarray(sharded(q, k, v)), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_sequence_parallel_runs_fp8_attention_on_the_gathered_sequence(monkeypatch):
+    """Under Ulysses the marked `attn1` runs `Fp8Attention` after the exchange. The whole model stays within
+    fp8's rounding of one device's (measured 1.3e-2 video: the attention matches, but its output lies on
+    e4m3's grid and `to_out`'s per-token rounding breaks its ties either way on float32 noise)."""
+    model = quantize_fp8(jax_model(CFG, torch_model(CFG, 0)))
+    locals_seen = []
+    original = UlyssesAttention.video_self_attention
+
+    def spy(self, *args, **kwargs):
+        locals_seen.append(self.local)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(UlyssesAttention, "video_self_attention", spy)
+    video, audio = default_inputs(CFG, batch=2, video_tokens=48)
+    video, audio = video.to_jax(), audio.to_jax()
+    ours = SequenceParallel(model, make_mesh(2))(video, audio)
+    assert xla_attention in locals_seen  # block 0's
+    assert Fp8Attention(xla_attention, axis_name="sp") in locals_seen  # block 1's
+    single = jax.jit(lambda v, a: model(v, a))(video, audio)
+    for o, r in zip(ours, single, strict=True):
+        assert relative_error(o, np.asarray(r)) < FP8_EFFECT[1] / 3
+
+
+def test_attention_ops_give_fp8_only_when_asked():
+    ops = ltx_jax.LTXModel.abstract(CFG, jnp.float32).attention_ops
+    assert ops.for_module("attn1") is ops.default
+    assert isinstance(ops.for_module("attn1", fp8=True), Fp8Attention)
+    assert ops.for_module("attn1", fp8=True).fallback is ops.default
+    wrapped = ops.with_overrides(attn1=xla_attention)
+    assert wrapped.for_module("attn1", fp8=True) is xla_attention  # a wrapper that knows no fp8 keeps bf16
