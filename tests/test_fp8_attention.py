@@ -31,18 +31,26 @@ def rounded(x: np.ndarray, scale: np.float32) -> np.ndarray:
 
 
 def numpy_fp8_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """One sample `(T, H, D)`: q, k, v per tensor in e4m3; the softmax's unnormalized weights in e4m3 (scale
-    1/448); the output in e4m3 with v's scale; float32 arithmetic."""
+    """One sample `(T, H, D)`: k and v centered over the tokens; q, k, v per tensor in e4m3; the softmax's
+    unnormalized weights in e4m3 (scale 1/448); the output in e4m3 with v's scale, plus v's mean; float32."""
+    v_mean = v.mean(0)
+    k, v = k - k.mean(0), v - v_mean
     q, k, v = (rounded(x, np.abs(x).max() / np.float32(448)) for x in (q, k, v))
     scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(np.float32(q.shape[-1]))
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     out = np.einsum("hqk,khd->qhd", rounded(weights, np.float32(1 / 448)), v) / weights.sum(-1).T[..., None]
-    return rounded(out, np.abs(v).max() / np.float32(448))
+    return rounded(out, np.abs(v).max() / np.float32(448)) + v_mean
 
 
 def random_qkv(batch: int = 2, tokens: int = 24) -> list[np.ndarray]:
+    """Keys and values with a mean over the tokens (which the fp8 path takes out before rounding)."""
     rng = np.random.default_rng(0)
-    return [rng.standard_normal((batch, tokens, HEADS * HEAD_DIM)).astype(np.float32) * s for s in (1, 1, 3)]
+    return [
+        (rng.standard_normal((batch, tokens, HEADS * HEAD_DIM)) * s + rng.standard_normal(HEADS * HEAD_DIM) * m).astype(
+            np.float32
+        )
+        for s, m in ((1, 0), (1, 2), (3, 4))
+    ]
 
 
 def test_fp8_attention_equals_numpy_doing_the_same_rounding():

@@ -22,6 +22,13 @@ from ltx_jax.model.attention_backends import (
     cudnn_attention_with_lse,
     xla_attention,
 )
+from ltx_jax.model.fp8_attention import (
+    Fp8Attention,
+    cudnn_fp8_attention,
+    emulated_fp8_attention,
+    fp8_attention_unsupported,
+)
+from ltx_jax.model.quantization import per_tensor_scale, to_fp8
 
 pytestmark = pytest.mark.gpu
 BF16_TOLERANCE = 2e-2  # DESIGN.md: the bf16 model against the float32 reference
@@ -218,3 +225,30 @@ def test_ring_cudnn_on_all_gpus_equals_one_gpu(strategy, tokens, mask):
     for s, r in zip(sp(video, audio), single, strict=True):
         assert s.dtype == jnp.bfloat16
         assert relative_error(np.asarray(s, np.float32), np.asarray(r, np.float32)) <= BF16_TOLERANCE
+
+
+def test_fp8_attention_runs_cudnns_fp8_kernel_close_to_its_emulation():
+    """On Hopper, `Fp8Attention` runs cuDNN's fp8 flash attention, within fp8's rounding of float32 attention
+    (keys and values with a mean over the tokens, which it takes out), and the kernel stays within fp8's
+    rounding of `emulated_fp8_attention` (the CPU's) on the same operands (measured 3.7e-2 relative L2 with
+    benchmarks/probe_fp8_attention.py)."""
+    rng = np.random.default_rng(0)
+    heads, dim, tokens = 4, 128, 1024
+    q, k, v = (
+        jnp.asarray(rng.standard_normal((2, tokens, heads * dim)) + rng.standard_normal(heads * dim) * m, jnp.bfloat16)
+        for m in (0, 2, 4)
+    )
+    if fp8_attention_unsupported(q, heads, None, None):
+        pytest.skip(fp8_attention_unsupported(q, heads, None, None))
+    fp8 = jax.jit(lambda q, k, v: Fp8Attention(fallback=xla_attention)(q, k, v, heads=heads))
+    program = fp8.lower(q, k, v).compile().as_text()
+    assert program.count('custom_call_target="__cudnn$fmhaSoftmaxF8"') == 2  # one call per sample
+    exact = xla_attention(*(x.astype(jnp.float32) for x in (q, k, v)), heads=heads)
+    assert relative_error(np.asarray(fp8(q, k, v), np.float32), np.asarray(exact)) < 0.03  # 4.1e-3 emulated
+    operands = []
+    for x in (q[:1], k[:1], v[:1]):
+        scale = per_tensor_scale(x)
+        operands += [to_fp8(x.reshape(1, tokens, heads, dim), scale), jnp.reshape(scale, (1, 1, 1, 1))]
+    kernel = jax.jit(cudnn_fp8_attention)(*operands).astype(jnp.float32)
+    emulated = jax.jit(emulated_fp8_attention)(*operands).astype(jnp.float32)
+    assert relative_error(np.asarray(kernel), np.asarray(emulated)) < 0.06

@@ -13,20 +13,20 @@ in the model dtype. It halves the blocks' weight memory; the matmuls still run i
 
 fp8: Hopper's fp8 matmuls. Source: `ltx_core/quantization/fp8_scaled_mm.py` (`QuantizationPolicy.
 fp8_scaled_mm()`, which needs TensorRT-LLM): every linear of the transformer blocks but blocks 0 and
-43-47 of LTX-2's 48 (its `EXCLUDED_LAYER_SUBSTRINGS`; the layers outside the blocks stay too) becomes
-an `Fp8Linear`: its weight in float8_e4m3fn with a per-tensor float32 scale (max |w| / 448, as
+43-47 of LTX-2's 48 (its `EXCLUDED_LAYER_SUBSTRINGS`; the layers outside the blocks stay too) becomes an
+`Fp8Linear`: its weight in float8_e4m3fn with a per-tensor float32 scale (max |w| / 448, as
 `quantize_weight_to_fp8_per_tensor`), its input quantized on each call. The reference reads a static
 per-tensor input scale from a pre-quantized checkpoint; a bf16 checkpoint has none, so each token's
 scale is its own max |x| / 448 (dynamic). Per token, not per tensor: a tensor's scale would depend on
-the other guidance passes batched with it and, under sequence parallelism, on how the tokens are
-split (or cost an all-reduce per linear); a token's scale factors out of its row of the product, so
-the GEMM still takes fp8 operands. Products accumulate in float32 and come back in bf16, then are
-multiplied by the two scales in float32; norms, AdaLN, RoPE,
-attention and softmax stay in bf16. The dot takes the fp8 operands themselves: XLA runs it as a
-cuBLASLt fp8 GEMM (`__cublas$lt$matmul$f8`). The dequantize -> bf16 dot pattern that XLA's GEMM
-rewriter was written for is not rewritten by jax 0.11.2's XLA (it dequantizes and runs a bf16 GEMM,
-measured 1.1-1.7x slower than plain bf16: `benchmarks/probe_fp8_gemm.py`). Other backends compute
-the same products in float32.
+the other guidance passes batched with it and, under sequence parallelism, on how the tokens are split
+(or cost an all-reduce per linear); a token's scale factors out of its row of the product, so the GEMM
+still takes fp8 operands. Products accumulate in float32 and come back in bf16, then are multiplied by
+the two scales in float32; norms, AdaLN and RoPE stay in bf16, and so does attention but the video
+self-attention of the same blocks (`ltx_jax.model.fp8_attention`). The dot takes the fp8 operands
+themselves: XLA runs it as a cuBLASLt fp8 GEMM (`__cublas$lt$matmul$f8`). The dequantize -> bf16 dot
+pattern that XLA's GEMM rewriter was written for is not rewritten by jax 0.11.2's XLA (it dequantizes
+and runs a bf16 GEMM, measured 1.1-1.7x slower than plain bf16: `benchmarks/probe_fp8_gemm.py`). Other
+backends compute the same products in float32.
 """
 
 from __future__ import annotations
