@@ -39,9 +39,9 @@ class AttentionOps:
     fp8_overrides: tuple[tuple[str, AttentionFn], ...] = ()
 
     def for_module(self, name: str, *, fp8: bool = False) -> AttentionFn:
-        overrides = dict(self.overrides)
-        if fp8 and name in dict(self.fp8_overrides):
-            return dict(self.fp8_overrides)[name]
+        overrides, fp8_overrides = dict(self.overrides), dict(self.fp8_overrides)
+        if fp8 and name in fp8_overrides:
+            return fp8_overrides[name]
         if fp8 and name not in overrides:
             return self.fp8_local()
         return overrides.get(name, self.default)
