@@ -9,15 +9,17 @@ import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
+import pytest
 from jax.sharding import PartitionSpec as P
 from ltx_core_twin import default_inputs, jax_model, relative_error, run_jax, torch_model
 from test_quantization import CFG, FP8_EFFECT
 
 import ltx_jax
-from ltx_jax.model.attention_backends import xla_attention
-from ltx_jax.model.fp8_attention import Fp8Attention, fp8_attention_unsupported
+from ltx_jax.model.attention_backends import cudnn_attention, xla_attention
+from ltx_jax.model.fp8_attention import OUTPUT_HEADROOM, Fp8Attention, fp8_attention_unsupported
 from ltx_jax.model.quantization import FP8_EXCLUDED_BLOCKS, quantize_fp8
 from ltx_jax.parallel import SequenceParallel, make_mesh
+from ltx_jax.parallel.allgather import AllGatherKVAttention
 from ltx_jax.parallel.exchange import lax_all_to_all
 from ltx_jax.parallel.ulysses import UlyssesAttention
 
@@ -39,7 +41,7 @@ def numpy_fp8_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarr
     scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(np.float32(q.shape[-1]))
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     out = np.einsum("hqk,khd->qhd", rounded(weights, np.float32(1 / 448)), v) / weights.sum(-1).T[..., None]
-    return rounded(out, np.abs(v).max() / np.float32(448)) + v_mean
+    return rounded(out, np.abs(v).max() / np.float32(448) * np.float32(OUTPUT_HEADROOM)) + v_mean
 
 
 def random_qkv(batch: int = 2, tokens: int = 24) -> list[np.ndarray]:
@@ -103,23 +105,25 @@ def test_quantize_fp8_marks_video_self_attention_of_its_blocks_and_it_moves_the_
         assert FP8_EFFECT[0] < effect < FP8_EFFECT[1], (name, effect)
 
 
-def test_ulysses_fp8_attention_uses_the_scales_of_one_device():
-    """Each device holds half the heads after the exchange; its scales are the maxima over all of them
-    (`axis_name`), so the result equals one device's (the heads differ in size, so each half's own maximum
-    would round differently)."""
+@pytest.mark.parametrize("strategy", ["ulysses", "allgather_kv"])
+def test_sequence_parallel_fp8_attention_uses_the_scales_of_one_device(strategy):
+    """Under Ulysses each device holds half the heads after the exchange, under all-gathered keys half the
+    queries; its scales are the maxima over the mesh axis (`axis_name`), so the result equals one device's
+    (heads and tokens differ in size, so each half's own maximum would round differently)."""
     rng = np.random.default_rng(0)
     sizes = np.repeat(np.array([3.0, 1.0, 1.0, 0.5], np.float32), HEAD_DIM)
-    q, k, v = (jnp.asarray(rng.standard_normal((2, 48, 4 * HEAD_DIM)).astype(np.float32) * sizes) for _ in range(3))
-    ulysses = UlyssesAttention(
-        local=Fp8Attention(xla_attention, axis_name="sp"),
-        all_to_all=lax_all_to_all,
-        axis_name="sp",
-        mesh_size=2,
-        valid_tokens=48,
-        padded_tokens=48,
+    tokens = np.linspace(2.0, 0.5, 48, dtype=np.float32)[:, None]
+    q, k, v = (
+        jnp.asarray(rng.standard_normal((2, 48, 4 * HEAD_DIM)).astype(np.float32) * sizes * tokens) for _ in range(3)
     )
+    local = Fp8Attention(xla_attention, axis_name="sp")
+    size = {"mesh_size": 2, "valid_tokens": 48, "padded_tokens": 48}
+    if strategy == "ulysses":
+        parallel = UlyssesAttention(local=local, all_to_all=lax_all_to_all, axis_name="sp", **size)
+    else:
+        parallel = AllGatherKVAttention(local=local, axis_name="sp", **size)
     sharded = jax.shard_map(
-        lambda q, k, v: ulysses.video_self_attention(q, k, v, heads=4),
+        lambda q, k, v: parallel.video_self_attention(q, k, v, heads=4),
         mesh=make_mesh(2),
         in_specs=P(None, "sp"),
         out_specs=P(None, "sp"),
@@ -158,3 +162,15 @@ def test_attention_ops_give_fp8_only_when_asked():
     assert ops.for_module("attn1", fp8=True).fallback is ops.default
     wrapped = ops.with_overrides(attn1=xla_attention)
     assert wrapped.for_module("attn1", fp8=True) is xla_attention  # a wrapper that knows no fp8 keeps bf16
+    both = wrapped.with_fp8_overrides(attn1=cudnn_attention)
+    assert both.for_module("attn1", fp8=True) is cudnn_attention
+    assert both.for_module("attn1") is xla_attention
+
+
+def test_bf16_activations_come_back_in_bf16_within_bf16_of_float32():
+    q, k, v = random_qkv()
+    attention = Fp8Attention(fallback=xla_attention)
+    ours = attention(*(jnp.asarray(x, jnp.bfloat16) for x in (q, k, v)), heads=HEADS)
+    assert ours.dtype == jnp.bfloat16
+    in_float32 = attention(*(jnp.asarray(x, jnp.bfloat16).astype(jnp.float32) for x in (q, k, v)), heads=HEADS)
+    assert relative_error(np.asarray(ours, np.float32), np.asarray(in_float32)) < 1e-2

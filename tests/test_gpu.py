@@ -228,10 +228,10 @@ def test_ring_cudnn_on_all_gpus_equals_one_gpu(strategy, tokens, mask):
 
 
 def test_fp8_attention_runs_cudnns_fp8_kernel_close_to_its_emulation():
-    """On Hopper, `Fp8Attention` runs cuDNN's fp8 flash attention, within fp8's rounding of float32 attention
-    (keys and values with a mean over the tokens, which it takes out), and the kernel stays within fp8's
-    rounding of `emulated_fp8_attention` (the CPU's) on the same operands (measured 3.7e-2 relative L2 with
-    benchmarks/probe_fp8_attention.py)."""
+    """On Hopper, `Fp8Attention` runs cuDNN's fp8 flash attention. Its attention part (the output less v's
+    mean, which comes back exactly) stays within fp8's rounding of float32 attention, and the kernel within
+    fp8's rounding of `emulated_fp8_attention` (the CPU's) on the same zero-mean operands (3.7e-2 relative L2
+    at 32 heads and 6,144 tokens in benchmarks/probe_fp8_attention.py)."""
     rng = np.random.default_rng(0)
     heads, dim, tokens = 4, 128, 1024
     q, k, v = (
@@ -243,12 +243,13 @@ def test_fp8_attention_runs_cudnns_fp8_kernel_close_to_its_emulation():
     fp8 = jax.jit(lambda q, k, v: Fp8Attention(fallback=xla_attention)(q, k, v, heads=heads))
     program = fp8.lower(q, k, v).compile().as_text()
     assert program.count('custom_call_target="__cudnn$fmhaSoftmaxF8"') == 2  # one call per sample
-    exact = xla_attention(*(x.astype(jnp.float32) for x in (q, k, v)), heads=heads)
-    assert relative_error(np.asarray(fp8(q, k, v), np.float32), np.asarray(exact)) < 0.03  # 4.1e-3 emulated
+    v_mean = np.asarray(v, np.float32).mean(axis=1, keepdims=True)
+    exact = np.asarray(xla_attention(*(x.astype(jnp.float32) for x in (q, k, v)), heads=heads)) - v_mean
+    assert relative_error(np.asarray(fp8(q, k, v), np.float32) - v_mean, exact) < 0.3  # 0.12 emulated; 1.1 if x2
     operands = []
-    for x in (q[:1], k[:1], v[:1]):
+    for x in (q[:1] - q[:1].mean(), jax.random.normal(jax.random.key(1), q[:1].shape), v[:1] - v[:1].mean(1)):
         scale = per_tensor_scale(x)
         operands += [to_fp8(x.reshape(1, tokens, heads, dim), scale), jnp.reshape(scale, (1, 1, 1, 1))]
     kernel = jax.jit(cudnn_fp8_attention)(*operands).astype(jnp.float32)
     emulated = jax.jit(emulated_fp8_attention)(*operands).astype(jnp.float32)
-    assert relative_error(np.asarray(kernel), np.asarray(emulated)) < 0.06
+    assert relative_error(np.asarray(kernel), np.asarray(emulated)) < 0.15  # max, not L2: 5e-2 in the probe

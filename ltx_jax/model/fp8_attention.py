@@ -14,15 +14,18 @@ beside it, e.g. the other guidance passes):
   sequence parallelism, over every device's part of it: the scales one device would use).
 - S = q k^T / sqrt(D) accumulated in float32; P = exp(S - max) in [0, 1], rounded to e4m3 with scale
   1/448; O = P v / sum(P).
-- O rounded to e4m3 with v's scale, which cannot overflow: each row of O is a convex combination of
-  v's rows, so |O| <= max |v|. (A smaller scale from O's own maximum would need O first; at the DiT's
-  shapes it changes nothing measurable: benchmarks/probe_fp8_attention.py.)
+- O rounded to e4m3 with v's scale times `OUTPUT_HEADROOM`, which cannot overflow: each row of O is a
+  convex combination of v's rows, so |O| <= max |v|, and rounding the weights (up by at most 2^-4 each)
+  while summing them unrounded can raise that by 2^-4. (A smaller scale from O's own maximum would need O
+  first; at the DiT's self-attention shapes it changed nothing measurable: benchmarks/probe_fp8_attention.py.)
 - O dequantized, v's mean added, in the activations' dtype.
 
 Where it runs: on a GPU from Hopper on (compute capability 9.0), with bf16/fp16 activations, a head dim
 that is a multiple of 16 up to 256, and no mask or key padding (cuDNN's fp8 kernel takes neither);
-elsewhere on a GPU the call goes to the model's bf16 backend. On the CPU the same arithmetic runs in
-XLA (`emulated_fp8_attention`: scores materialized, any float dtype), so tests see fp8's rounding.
+elsewhere on a GPU the call goes to the model's bf16 backend. On the CPU the same steps run in XLA
+(`emulated_fp8_attention`: scores materialized, any float dtype), so tests see fp8's rounding; the kernel's
+own order of work puts it 3.7e-2 (relative L2) from that emulation at the probe's shapes. Other platforms
+run the bf16 backend. A call that runs in bf16 logs why, once per reason.
 
 The cuDNN kernel is reached through JAX's private `jax._src.cudnn.fused_attention_stablehlo` (the
 public `jax.nn.dot_product_attention` has no fp8 path), as `attention_backends` does for the
@@ -32,6 +35,7 @@ log-sum-exp.
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import jax
 import jax.numpy as jnp
@@ -40,8 +44,14 @@ from jax._src.cudnn import fused_attention_stablehlo as cudnn_fmha
 from ltx_jax.model.attention_backends import LocalAttentionFn, merge_heads, split_heads
 from ltx_jax.model.quantization import FP8_MAX, scale_of_amax, to_fp8
 
+logger = logging.getLogger(__name__)
+
 _CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)
 _UNIT = (1, 1, 1, 1)  # cuDNN's scales are float32 tensors of this shape
+# The output's scale over v's: the weights are rounded (each up by at most 2^-4) before they multiply v but
+# summed unrounded, so |O| can exceed max |v| by that much.
+OUTPUT_HEADROOM = 1 + 2**-4
+_logged_reasons: set[str] = set()
 
 
 def fp8_attention_unsupported(
@@ -53,8 +63,10 @@ def fp8_attention_unsupported(
     head_dim = q.shape[-1] // heads
     if head_dim % 16 or head_dim > 256:
         return f"cuDNN's fp8 attention needs a head dim that is a multiple of 16 up to 256, got {head_dim}"
+    if jax.default_backend() == "cpu":
+        return None  # emulated
     if jax.default_backend() != "gpu":
-        return None
+        return f"fp8 attention runs on a GPU (cuDNN) or emulated on the CPU, not on {jax.default_backend()!r}"
     if q.dtype not in _CUDNN_DTYPES:
         return f"cuDNN's fp8 attention needs bfloat16 or float16 activations, got {q.dtype}"
     if not cudnn_fmha.check_compute_capability("9.0"):
@@ -62,13 +74,15 @@ def fp8_attention_unsupported(
     return None
 
 
-def cudnn_fp8_attention(q8, q_scale, k8, k_scale, v8, v_scale) -> jax.Array:  # noqa: ANN001
-    """cuDNN's fp8 flash attention on `(1, T, H, D)` e4m3 operands and their scales -> e4m3 output in
-    v's scale (see the module docstring)."""
+def cudnn_fp8_attention(
+    q8: jax.Array, q_scale: jax.Array, k8: jax.Array, k_scale: jax.Array, v8: jax.Array, v_scale: jax.Array
+) -> jax.Array:
+    """cuDNN's fp8 flash attention on `(1, T, H, D)` e4m3 operands and their `(1, 1, 1, 1)` float32 scales
+    -> e4m3 output in units of `v_scale * OUTPUT_HEADROOM` (see the module docstring)."""
     one = jnp.ones(_UNIT, jnp.float32)
     scales = {
         "descale_q": q_scale, "descale_k": k_scale, "descale_v": v_scale,
-        "descale_s": one / FP8_MAX, "scale_s": one * FP8_MAX, "scale_o": 1.0 / v_scale,
+        "descale_s": one / FP8_MAX, "scale_s": one * FP8_MAX, "scale_o": 1.0 / (v_scale * OUTPUT_HEADROOM),
     }  # fmt: skip
     params = {name: scales.get(name, one) for name in cudnn_fmha.fp8_params_keys}
     out, _, _ = cudnn_fmha.dot_product_attention(
@@ -77,9 +91,11 @@ def cudnn_fp8_attention(q8, q_scale, k8, k_scale, v8, v_scale) -> jax.Array:  # 
     return out
 
 
-def emulated_fp8_attention(q8, q_scale, k8, k_scale, v8, v_scale) -> jax.Array:  # noqa: ANN001
-    """What `cudnn_fp8_attention` computes, in XLA with the scores materialized (float32 arithmetic on
-    the e4m3 values): the CPU's fp8 attention."""
+def emulated_fp8_attention(
+    q8: jax.Array, q_scale: jax.Array, k8: jax.Array, k_scale: jax.Array, v8: jax.Array, v_scale: jax.Array
+) -> jax.Array:
+    """`cudnn_fp8_attention`'s steps in XLA with the scores materialized (float32 arithmetic on the e4m3
+    values): the CPU's fp8 attention."""
     scores = jnp.einsum("bqhd,bkhd->bhqk", q8.astype(jnp.float32), k8.astype(jnp.float32))
     scores = scores * (q_scale * k_scale)[0, 0] * q8.shape[-1] ** -0.5
     weights = jnp.exp(scores - scores.max(axis=-1, keepdims=True))
@@ -87,7 +103,7 @@ def emulated_fp8_attention(q8, q_scale, k8, k_scale, v8, v_scale) -> jax.Array: 
     rounded = to_fp8(weights, jnp.float32(1 / FP8_MAX)).astype(jnp.float32) / FP8_MAX
     out = jnp.einsum("bhqk,bkhd->bqhd", rounded, v8.astype(jnp.float32)) * v_scale[0, 0]
     out = out / jnp.moveaxis(total, 1, 2)[..., None]
-    return to_fp8(out, v_scale[0, 0])
+    return to_fp8(out, v_scale[0, 0] * OUTPUT_HEADROOM)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +112,7 @@ class Fp8Attention:
     call, `fallback` (the model's backend) elsewhere.
 
     `axis_name`: inside `shard_map`, the mesh axis the sequence is split over. Each scale is then the
-    maximum over that axis too (one all-reduce of three numbers per sample), so every device quantizes
+    maximum over that axis too (one all-reduce of three numbers a sample), so every device quantizes
     with the scales one device would use, whatever part of the heads or tokens it holds.
     """
 
@@ -114,7 +130,11 @@ class Fp8Attention:
         key_value_seq_lengths: jax.Array | None = None,
     ) -> jax.Array:
         """`(B, Tq, H*D)` queries, `(B, Tk, H*D)` keys and values -> `(B, Tq, H*D)` in q's dtype."""
-        if fp8_attention_unsupported(q, heads, mask, key_value_seq_lengths) is not None:
+        reason = fp8_attention_unsupported(q, heads, mask, key_value_seq_lengths)
+        if reason is not None:
+            if reason not in _logged_reasons:  # at trace time: once per reason, not per call
+                _logged_reasons.add(reason)
+                logger.info("fp8 attention: this call runs in bf16: %s", reason)
             return self.fallback(q, k, v, heads=heads, mask=mask, key_value_seq_lengths=key_value_seq_lengths)
         kernel = cudnn_fp8_attention if jax.default_backend() == "gpu" else emulated_fp8_attention
         # Centered over the keys (exact: a row's scores all shift by q.mean(k); each row of the output is a
@@ -125,11 +145,11 @@ class Fp8Attention:
         scales = self._scales(q, k, v)  # (B, 3)
         samples = []
         for b in range(q.shape[0]):  # one call per sample: its scales are its own
-            q8, k8, v8 = (
-                (to_fp8(split_heads(x[b : b + 1], heads), scales[b, i]), jnp.reshape(scales[b, i], _UNIT))
-                for i, x in enumerate((q, k, v))
-            )
-            samples.append(merge_heads(kernel(*q8, *k8, *v8).astype(jnp.float32)) * scales[b, 2])
+            operands = []
+            for i, x in enumerate((q, k, v)):
+                operands += [to_fp8(split_heads(x[b : b + 1], heads), scales[b, i]), jnp.reshape(scales[b, i], _UNIT)]
+            out = merge_heads(kernel(*operands).astype(jnp.float32))
+            samples.append(out * (scales[b, 2] * OUTPUT_HEADROOM))
         return (jnp.concatenate(samples) + v_mean).astype(dtype)
 
     def _scales(self, q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:

@@ -345,7 +345,7 @@ class SequenceParallel:
         and for the `attn1` that `quantize_fp8` marked, the strategy's around the fp8 local attention."""
         ops = self._attention_ops
 
-        def strategy(local: LocalAttentionFn) -> SequenceAttention:
+        def around(local: LocalAttentionFn) -> SequenceAttention:
             return sequence_attention(
                 self.strategy,
                 self.mesh,
@@ -356,9 +356,9 @@ class SequenceParallel:
                 ring_kernel=self.ring_kernel,
             )
 
-        attention = strategy(ops.default)
+        attention = around(ops.default)
         ops = ops.with_overrides(attn1=attention.video_self_attention, video_to_audio_attn=attention.video_to_audio)
-        return ops.with_fp8_overrides(attn1=strategy(ops.fp8_local(self.axes)).video_self_attention)
+        return ops.with_fp8_overrides(attn1=around(ops.fp8_local(self.axes)).video_self_attention)
 
     def lower(
         self, video: Modality, audio: Modality | None, perturbations: BatchedPerturbationConfig | None = None
