@@ -105,7 +105,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--dtype", choices=list(PARAM_DTYPES), help="weights with --checkpoint-path (default bfloat16)")
     run.add_argument(
         "--quantization", choices=QUANTIZATIONS, help="with --checkpoint-path: fp8-cast keeps the DiT blocks' linear "
-        "weights in fp8 (half their memory), upcast in the matmuls; fp8 also multiplies in fp8 (Hopper) (default none)",
+        "weights in fp8 (half their memory), upcast in the matmuls; fp8 also multiplies and runs the video "
+        "self-attention in fp8 (Hopper) (default none)",
     )  # fmt: skip
     run.add_argument(
         "--compile-cache-dir",

@@ -182,7 +182,8 @@ def load_checkpoint(
         progress: a progress bar on stderr while a `.safetensors` file loads.
         quantization: "fp8-cast" keeps the transformer blocks' linear weights in float8_e4m3fn, upcast
             to `dtype` in the matmuls (`ltx_jax.model.quantization`). "fp8" runs most blocks' linears as
-            fp8 matmuls (per-tensor scaled weights, per-token scaled inputs; `Fp8Linear`); a kernel the
+            fp8 matmuls (per-tensor scaled weights, per-token scaled inputs; `Fp8Linear`) and their video
+            self-attention in fp8 (`ltx_jax.model.fp8_attention`); a kernel the
             file stores in fp8 with a per-tensor scale is kept as stored. Each weight is quantized as it
             is placed (`quantize_on_load`; a converted directory part by part), so the model never sits
             on the devices in `dtype` as a whole, except where `quantize_on_load` says.

@@ -70,7 +70,8 @@ class CheckpointFiles:
         quantization: "fp8-cast": the DiT blocks' linear weights in float8_e4m3fn, upcast in the
             matmuls (half their memory; `ltx_jax.model.quantization`), as ltx-pipelines'
             `--quantization fp8-cast`. "fp8": fp8 matmuls on Hopper in blocks 1-42 (ltx-core's
-            `fp8-scaled-mm` layer choice; per-tensor scales, the inputs' computed per call).
+            `fp8-scaled-mm` layer choice; per-tensor scales, the inputs' computed per call), and
+            those blocks' video self-attention in fp8 (`ltx_jax.model.fp8_attention`).
     """
 
     checkpoint_path: PathLike
