@@ -9,7 +9,7 @@ What one call computes, per sample of the batch (a sample's result never depends
 beside it, e.g. the other guidance passes):
 - k and v centered over the tokens (exact; see `Fp8Attention.__call__`). Without it the DiT's keys and
   values round badly: their common part sets max |x|, and the deviations that decide the attention land
-  in e4m3's coarse steps (the velocity moved by 22% instead of 5%: docs/quantization.md).
+  in e4m3's coarse steps (the velocity moved by 2.2e-1 instead of 5.4e-2: docs/quantization.md).
 - q, k and v rounded to e4m3, each with one scale, max |x| / 448 over the sample's tensor (under
   sequence parallelism, over every device's part of it: the scales one device would use).
 - S = q k^T / sqrt(D) accumulated in float32; P = exp(S - max) in [0, 1], rounded to e4m3 with scale
