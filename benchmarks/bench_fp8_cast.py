@@ -139,18 +139,21 @@ def build_models(cfg: ltx_jax.LTXConfig, device: str, torch_compile: bool) -> di
     return models
 
 
-def time_and_memory(name: str, model: object, run: Callable, data: dict, args: argparse.Namespace) -> tuple:
-    """Median seconds of `run(data)`, and peak device bytes: torch's allocator peak over the timed runs,
-    or XLA's memory plan for ltx-jax (parameters, inputs, outputs, temporaries)."""
+def time_and_memory(
+    name: str, model: object, run: Callable, data: dict, args: argparse.Namespace
+) -> tuple[float, int, jax.stages.Compiled | None]:
+    """Median seconds of `run(data)`, peak device bytes (torch's allocator peak over the timed runs, or XLA's
+    memory plan for ltx-jax: parameters, inputs, outputs, temporaries) and ltx-jax's compiled program."""
     if "core" not in name:
         _, seconds = bench_step.median_seconds(lambda: run(data), jax.block_until_ready, args.repeats)
-        return seconds, jax_peak_bytes(compiled_forward(model, data))
+        program = compiled_forward(model, data)
+        return seconds, jax_peak_bytes(program), program
     on_gpu = args.device == "cuda"
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
     sync = (lambda _: torch.cuda.synchronize()) if on_gpu else (lambda _: None)
     _, seconds = bench_step.median_seconds(lambda: run(data), sync, args.repeats)
-    return seconds, torch.cuda.max_memory_allocated() if on_gpu else 0
+    return seconds, torch.cuda.max_memory_allocated() if on_gpu else 0, None
 
 
 def main() -> None:
@@ -174,16 +177,16 @@ def main() -> None:
     for tokens in args.tokens:
         data = bench_step.inputs(tokens, np.random.default_rng(tokens))
         print(f"-- {tokens} video tokens; time (x ltx-jax bf16), peak device memory, velocity vs its side's bf16")
-        outputs, seconds, peaks = {}, {}, {}
+        outputs, seconds, peaks, programs = {}, {}, {}, {}
         for name, (to_numpy, run) in forwards.items():
-            seconds[name], peaks[name] = time_and_memory(name, models[name], run, data, args)
+            seconds[name], peaks[name], programs[name] = time_and_memory(name, models[name], run, data, args)
             outputs[name] = to_numpy(data)
         for name, took in seconds.items():
             base = outputs[f"{name.split()[0]} bf16"]
             worst, mean = relative(outputs[name] - base, base)
             print(f"{name:>22}: {took * 1e3:7.1f} ms ({took / seconds['ltx-jax bf16']:.3f}x) "
                   f"{peaks[name] / 2**30:6.2f} GiB; velocity max {worst:.2e} mean {mean:.2e}")  # fmt: skip
-        gemms, attention = fp8_kernels(compiled_forward(models["ltx-jax fp8"], data))
+        gemms, attention = fp8_kernels(programs["ltx-jax fp8"])
         print(f"   ltx-jax fp8's program: {gemms} fp8 GEMMs, {attention} fp8 attention calls")
     data = bench_step.inputs(args.tokens[0], np.random.default_rng(0))
     start = time.perf_counter()

@@ -41,12 +41,11 @@ import jax
 import jax.numpy as jnp
 from jax._src.cudnn import fused_attention_stablehlo as cudnn_fmha
 
-from ltx_jax.model.attention_backends import LocalAttentionFn, merge_heads, split_heads
+from ltx_jax.model.attention_backends import LocalAttentionFn, cudnn_kernel_unsupported, merge_heads, split_heads
 from ltx_jax.model.quantization import FP8_MAX, scale_of_amax, to_fp8
 
 logger = logging.getLogger(__name__)
 
-_CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)
 _UNIT = (1, 1, 1, 1)  # cuDNN's scales are float32 tensors of this shape
 # The output's scale over v's: the weights are rounded (each up by at most 2^-4) before they multiply v but
 # summed unrounded, so |O| can exceed max |v| by that much.
@@ -67,8 +66,9 @@ def fp8_attention_unsupported(
         return None  # emulated
     if jax.default_backend() != "gpu":
         return f"fp8 attention runs on a GPU (cuDNN) or emulated on the CPU, not on {jax.default_backend()!r}"
-    if q.dtype not in _CUDNN_DTYPES:
-        return f"cuDNN's fp8 attention needs bfloat16 or float16 activations, got {q.dtype}"
+    reason = cudnn_kernel_unsupported(q.dtype, head_dim)  # what every cuDNN attention call needs
+    if reason is not None:
+        return f"cuDNN's fp8 attention: {reason}"
     if not cudnn_fmha.check_compute_capability("9.0"):
         return "cuDNN's fp8 attention needs a GPU of compute capability 9.0 (Hopper) or later"
     return None
