@@ -4,6 +4,8 @@
     python benchmarks/bench_step.py --layers 8 --tokens 6144 24576 --repeats 10
     python benchmarks/bench_step.py --torch-compile       # adds ltx-core under torch.compile as a row
     python benchmarks/bench_step.py --compare-per-sample-timesteps 3   # ltx-jax, (1, T, 1) against (1, 1, 1)
+    python benchmarks/bench_step.py --variant heuristics:xla_gpu_autotune_level=0 --variant-rounds 3
+        # ltx-jax compiled with DIT_COMPILER_OPTIONS plus these options, against DIT_COMPILER_OPTIONS alone
 
 LTX-2.3 width (video 32x128 heads, audio 32x64, FFN 4x, gated attention, cross-attention AdaLN),
 bf16, batch 1, 126 audio tokens, 1024 text tokens per modality. ltx-core 1.0.0 runs eager with its
@@ -150,7 +152,17 @@ def main() -> None:
         help="also time ltx-jax with one timestep per sample, (1, 1, 1), as the pipelines pass it where every "
         "token is generated, against the per-token (1, T, 1) of the main rows, alternating ROUNDS times",
     )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE[,KEY=VALUE]",
+        help="also time ltx-jax compiled with DIT_COMPILER_OPTIONS plus these XLA options (repeatable), "
+        "alternating with DIT_COMPILER_OPTIONS alone --variant-rounds times, with one timestep per sample",
+    )
+    parser.add_argument("--variant-rounds", type=int, default=3, metavar="ROUNDS")
     args = parser.parse_args()
+    variants = dict(parse_variant(text) for text in args.variant)
     cfg = ltx_jax.LTXConfig.ltx2_3(num_layers=args.layers, av_ca_scale_shift_from_sigma=True)  # as ltx-core 1.0.0
     reference = torch_reference(cfg, args.device)
     model = ltx_jax.load_state_dict(ltx_jax.LTXModel.abstract(cfg, jnp.bfloat16), reference.state_dict())
@@ -172,6 +184,43 @@ def main() -> None:
             print(f"{'':>12} {options_row(model, forward, data, args)}")
         if args.compare_per_sample_timesteps:
             print(f"{'':>12} {timesteps_row(forward, data, args)}")
+        for name, options in variants.items():
+            print(f"{'':>12} {variant_row(model, forward, data, name, options, args)}")
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, object]]:
+    """`"name:key=value,key=value"` -> (name, DIT_COMPILER_OPTIONS plus those options, values as int/bool/str)."""
+    name, _, pairs = text.partition(":")
+    if not pairs:
+        raise SystemExit(
+            f"--variant {text!r}: expected NAME:KEY=VALUE[,KEY=VALUE], e.g. lt:xla_gpu_enable_cublaslt=true"
+        )
+
+    def value(raw: str) -> object:
+        if raw.lower() in ("true", "false"):
+            return raw.lower() == "true"
+        return int(raw) if raw.lstrip("-").isdigit() else raw
+
+    extra = dict(pair.split("=", 1) for pair in pairs.split(","))
+    return name, {**COMPILER_OPTIONS, **{key: value(raw) for key, raw in extra.items()}}
+
+
+def variant_row(
+    model: ltx_jax.LTXModel, forward: Callable, data: Inputs, name: str, options: dict, args: argparse.Namespace
+) -> str:
+    """`forward` (DIT_COMPILER_OPTIONS) against the model compiled with `options`, one timestep per sample,
+    alternating rounds on the same inputs, and the largest relative difference of the video."""
+    per_sample = {k: dict(fields, timesteps=fields["timesteps"][:, :1]) for k, fields in data.items()}
+    video, audio = (jax_modality(per_sample[k]) for k in ("video", "audio"))
+    variant = jax_forward(model, args.skip_video_self_attention, options)
+    calls = {"base": lambda: forward(video, audio), name: lambda: variant(video, audio)}
+    medians, outputs, spread = alternating(calls, args.variant_rounds, args.repeats)
+    a, b = (np.asarray(outputs[key][0], np.float32) for key in ("base", name))
+    diff = float(np.abs(a - b).max() / np.abs(a).max())
+    return (
+        f"{name} {medians[name] * 1e3:.1f}ms vs DIT_COMPILER_OPTIONS {medians['base'] * 1e3:.1f}ms: "
+        f"{medians[name] / medians['base']:.3f}, max rel diff {diff:.2e} (rounds, ms: {spread})"
+    )
 
 
 def jax_forward(
