@@ -117,7 +117,7 @@ def relative(diff: np.ndarray, base: np.ndarray) -> tuple[float, float]:
     return float(np.abs(diff).max() / np.abs(base).max()), float(np.abs(diff).mean() / np.abs(base).mean())
 
 
-def build_models(cfg: ltx_jax.LTXConfig, device: str, torch_compile: bool) -> dict[str, object]:
+def build_models(cfg: ltx_jax.LTXConfig, device: str, torch_compile: bool, token_counts: int) -> dict[str, object]:
     """The rows: ltx-core bf16 (eager, and compiled with `torch_compile`) and fp8-cast; ltx-jax bf16, fp8-cast,
     fp8 matmuls alone and fp8 with fp8 attention, all from the same weights."""
     torch_bf16 = bench_step.torch_reference(cfg, device)
@@ -129,8 +129,7 @@ def build_models(cfg: ltx_jax.LTXConfig, device: str, torch_compile: bool) -> di
     quantize_fp8_cast(cast, [(k, entry[0]) for k, entry in expected_keys(cast).items()], jnp.bfloat16)
     models = {"ltx-core bf16": torch_bf16}
     if torch_compile:
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * cfg.num_layers)
-        models["ltx-core bf16 compiled"] = torch.compile(torch_bf16)
+        models["ltx-core bf16 compiled"] = bench_step.torch_compiled(torch_bf16, cfg.num_layers, token_counts)
     models["ltx-core fp8-cast"] = torch_fp8_cast(copy.deepcopy(torch_bf16))
     models["ltx-jax bf16"] = ours()
     models["ltx-jax fp8-cast"] = cast
@@ -166,7 +165,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", help="torch device (cpu only to check the script)")
     args = parser.parse_args()
     cfg = ltx_jax.LTXConfig.ltx2_3(num_layers=args.layers, av_ca_scale_shift_from_sigma=True)
-    models = build_models(cfg, args.device, args.torch_compile)
+    models = build_models(cfg, args.device, args.torch_compile, len(args.tokens))
     forwards = {
         name: torch_forward(model, args.device) if "core" in name else jax_forward(model)
         for name, model in models.items()

@@ -114,14 +114,12 @@ def main() -> None:
     cfg = ltx_jax.LTXConfig.ltx2_3(num_layers=args.layers, av_ca_scale_shift_from_sigma=True)
     reference = bench_step.torch_reference(cfg, args.device)
     model = ltx_jax.load_state_dict(ltx_jax.LTXModel.abstract(cfg, jnp.bfloat16), reference.state_dict())
-    # one dynamo graph per block (their index is a static int attribute) and per token count
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * args.layers)
-    compiled = torch.compile(reference)
+    compiled = bench_step.torch_compiled(reference, args.layers, len(args.tokens))
     print(f"{jax.devices()[0].device_kind}; jax {jax.__version__}, torch {torch.__version__}; {args.layers} blocks")
     print(f"{args.steps} chained steps per loop, median of {args.rounds} loops; ms per step")
     for tokens in args.tokens:
         data = bench_step.inputs(tokens, np.random.default_rng(tokens))
-        per_sample = {k: dict(fields, timesteps=fields["timesteps"][:, :1]) for k, fields in data.items()}
+        per_sample = bench_step.per_sample(data)
         loops = {
             "ltx-core eager": torch_loop(reference, data, args.device),
             "ltx-core torch.compile": torch_loop(compiled, data, args.device),

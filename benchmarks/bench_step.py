@@ -83,6 +83,12 @@ def inputs(tokens: int, rng: np.random.Generator) -> Inputs:
     return {"video": stream(tokens, 3, 4096), "audio": stream(AUDIO_TOKENS, 1, 2048)}
 
 
+def per_sample(data: Inputs) -> Inputs:
+    """The same inputs with one timestep per sample, `(1, 1, 1)`: what the pipelines pass where every token is
+    generated (AdaLN computed once per sample)."""
+    return {k: dict(fields, timesteps=fields["timesteps"][:, :1]) for k, fields in data.items()}
+
+
 def torch_modality(fields: dict[str, np.ndarray], device: str) -> TorchModality:
     def tensor(name: str, value: np.ndarray) -> torch.Tensor:
         dtype = torch.bfloat16 if name in ("latent", "context") else torch.float32
@@ -210,8 +216,7 @@ def variant_row(
 ) -> str:
     """`forward` (DIT_COMPILER_OPTIONS) against the model compiled with `options`, one timestep per sample,
     alternating rounds on the same inputs, and the largest relative difference of the video."""
-    per_sample = {k: dict(fields, timesteps=fields["timesteps"][:, :1]) for k, fields in data.items()}
-    video, audio = (jax_modality(per_sample[k]) for k in ("video", "audio"))
+    video, audio = (jax_modality(per_sample(data)[k]) for k in ("video", "audio"))
     variant = jax_forward(model, args.skip_video_self_attention, options)
     calls = {"base": lambda: forward(video, audio), name: lambda: variant(video, audio)}
     medians, outputs, spread = alternating(calls, args.variant_rounds, args.repeats)
@@ -237,15 +242,21 @@ def jax_forward(
     return lambda video, audio: compiled(state, video, audio)
 
 
+def torch_compiled(reference: TorchLTXModel, layers: int, token_counts: int) -> TorchLTXModel:
+    """`torch.compile(reference)` (default mode) with room for every graph dynamo makes of it.
+
+    ltx-core's blocks carry their index as an int attribute, which dynamo treats as static: one graph per
+    block and per token count. With the default recompile limit of 8, dynamo gives up after the 8th and
+    runs the rest eager (measured: the 24,576-token row was then the eager time)."""
+    limit = 2 * layers * token_counts  # with room to spare
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, limit)
+    return torch.compile(reference)
+
+
 def compiled_row(reference: TorchLTXModel, data: Inputs, args: argparse.Namespace, jax_s: float) -> str:
     """ltx-core under `torch.compile` on `data`: its median time and jax/compiled, or why it failed."""
     torch_in = {k: torch_modality(fields, args.device) for k, fields in data.items()}
-    # ltx-core's blocks carry their index as an int attribute, which dynamo treats as static: one
-    # graph per block and per token count. With the default limit of 8, dynamo gives up after the
-    # 8th and runs the rest eager (measured: the 24,576-token row was then the eager time).
-    limit = 2 * args.layers * len(args.tokens)  # one graph per block and token count, with room to spare
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, limit)
-    compiled = torch.compile(reference)
+    compiled = torch_compiled(reference, args.layers, len(args.tokens))
     perturbations = torch_perturbations(args.skip_video_self_attention)
     start = time.perf_counter()
     try:
@@ -293,8 +304,7 @@ def options_row(model: ltx_jax.LTXModel, forward: Callable, data: Inputs, args: 
 def timesteps_row(forward: Callable, data: Inputs, args: argparse.Namespace) -> str:
     """`forward` with per-token timesteps `(1, T, 1)` against one per sample `(1, 1, 1)` (the same values:
     AdaLN computed once per sample), alternating rounds, and the largest relative difference of the video."""
-    per_sample = {k: dict(fields, timesteps=fields["timesteps"][:, :1]) for k, fields in data.items()}
-    inputs_of = {"per token": data, "per sample": per_sample}
+    inputs_of = {"per token": data, "per sample": per_sample(data)}
     modalities = {name: {k: jax_modality(f) for k, f in d.items()} for name, d in inputs_of.items()}
     calls = {name: lambda m=m: forward(m["video"], m["audio"]) for name, m in modalities.items()}
     medians, outputs, spread = alternating(calls, args.compare_per_sample_timesteps, args.repeats)

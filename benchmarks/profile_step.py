@@ -171,11 +171,6 @@ def report(tokens: int, rows: dict[str, tuple[float, dict]], top: int) -> None:
             print(f"{'':>16}{launcher[:200]}")
 
 
-def per_sample(data: dict) -> dict:
-    """The same inputs with one timestep per sample (what the pipelines pass where every token is generated)."""
-    return {k: dict(fields, timesteps=fields["timesteps"][:, :1]) for k, fields in data.items()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--layers", type=int, default=8)
@@ -219,7 +214,7 @@ def profile_jax_rows(
 ) -> dict[str, tuple[float, dict]]:
     """ltx-jax with the inputs as given (one timestep per token) and, with `--per-sample`, one per sample."""
     tokens = data["video"]["latent"].shape[1]
-    inputs = {"ltx-jax": data} | ({"ltx-jax per sample": per_sample(data)} if args.per_sample else {})
+    inputs = {"ltx-jax": data} | ({"ltx-jax per sample": bench_step.per_sample(data)} if args.per_sample else {})
     options = {} if args.xla_defaults else ltx_jax.DIT_COMPILER_OPTIONS
     rows = {}
     for name, fields in inputs.items():
@@ -236,9 +231,7 @@ def profile_torch_rows(
     """ltx-core eager and, with `--torch-compile`, under torch.compile (default mode)."""
     modules = {} if args.no_torch else {"ltx-core": reference}
     if args.torch_compile:
-        # one dynamo graph per block (their index is a static int attribute) and per token count
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * args.layers)
-        modules["torch.compile"] = torch.compile(reference)
+        modules["torch.compile"] = bench_step.torch_compiled(reference, args.layers, len(args.tokens))
     tokens = data["video"]["latent"].shape[1]
     return {
         name: profile_torch(module, data, tmp / f"{name}_{tokens}.json", args.device)
