@@ -207,6 +207,9 @@ def parse_variant(text: str) -> tuple[str, dict[str, object]]:
             return raw.lower() == "true"
         return int(raw) if raw.lstrip("-").isdigit() else raw
 
+    malformed = [pair for pair in pairs.split(",") if "=" not in pair]
+    if not name or malformed:
+        raise SystemExit(f"--variant {text!r}: every option needs KEY=VALUE, e.g. lt:xla_gpu_enable_cublaslt=true")
     extra = dict(pair.split("=", 1) for pair in pairs.split(","))
     return name, {**COMPILER_OPTIONS, **{key: value(raw) for key, raw in extra.items()}}
 
@@ -219,9 +222,7 @@ def variant_row(
     video, audio = (jax_modality(per_sample(data)[k]) for k in ("video", "audio"))
     variant = jax_forward(model, args.skip_video_self_attention, options)
     calls = {"base": lambda: forward(video, audio), name: lambda: variant(video, audio)}
-    medians, outputs, spread = alternating(calls, args.variant_rounds, args.repeats)
-    a, b = (np.asarray(outputs[key][0], np.float32) for key in ("base", name))
-    diff = float(np.abs(a - b).max() / np.abs(a).max())
+    medians, diff, spread = alternating(calls, args.variant_rounds, args.repeats)
     return (
         f"{name} {medians[name] * 1e3:.1f}ms vs DIT_COMPILER_OPTIONS {medians['base'] * 1e3:.1f}ms: "
         f"{medians[name] / medians['base']:.3f}, max rel diff {diff:.2e} (rounds, ms: {spread})"
@@ -274,9 +275,10 @@ def compiled_row(reference: TorchLTXModel, data: Inputs, args: argparse.Namespac
 
 def alternating(
     calls: dict[str, Callable[[], object]], rounds: int, repeats: int
-) -> tuple[dict[str, float], dict[str, object], str]:
-    """Each of `calls` timed `rounds` times, alternating (each round a median of `repeats`): the median of
-    its rounds, its last output, and the rounds as text."""
+) -> tuple[dict[str, float], float, str]:
+    """Two forwards in `calls` timed `rounds` times, alternating (each round a median of `repeats`): the median
+    of each one's rounds, the largest relative difference of the second's video output from the first's, and
+    the rounds as text."""
     times: dict[str, list[float]] = {name: [] for name in calls}
     outputs = {}
     for _ in range(rounds):
@@ -284,7 +286,9 @@ def alternating(
             outputs[name], seconds = median_seconds(call, jax.block_until_ready, repeats)
             times[name].append(seconds)
     spread = " ".join(f"{name} " + "/".join(f"{s * 1e3:.1f}" for s in values) for name, values in times.items())
-    return {name: float(np.median(values)) for name, values in times.items()}, outputs, spread
+    first, second = (np.asarray(output[0], np.float32) for output in outputs.values())
+    diff = float(np.abs(second - first).max() / np.abs(first).max())
+    return {name: float(np.median(values)) for name, values in times.items()}, diff, spread
 
 
 def options_row(model: ltx_jax.LTXModel, forward: Callable, data: Inputs, args: argparse.Namespace) -> str:
@@ -307,10 +311,8 @@ def timesteps_row(forward: Callable, data: Inputs, args: argparse.Namespace) -> 
     inputs_of = {"per token": data, "per sample": per_sample(data)}
     modalities = {name: {k: jax_modality(f) for k, f in d.items()} for name, d in inputs_of.items()}
     calls = {name: lambda m=m: forward(m["video"], m["audio"]) for name, m in modalities.items()}
-    medians, outputs, spread = alternating(calls, args.compare_per_sample_timesteps, args.repeats)
+    medians, diff, spread = alternating(calls, args.compare_per_sample_timesteps, args.repeats)
     token, sample = medians["per token"], medians["per sample"]
-    a, b = (np.asarray(outputs[name][0], np.float32) for name in ("per token", "per sample"))
-    diff = float(np.abs(a - b).max() / np.abs(a).max())
     return (
         f"timesteps per sample {sample * 1e3:.1f}ms vs per token {token * 1e3:.1f}ms: {sample / token:.3f}, "
         f"max rel diff {diff:.2e} (rounds, ms: {spread})"

@@ -8,8 +8,9 @@
 Same model, weights and inputs as `bench_step.py` (which this imports). For each token count it
 prints the median forward time (timed before profiling), then the GPU kernel time per forward split
 into attention, matrix products, copies/transposes and the rest (elementwise and reductions), and
-the largest kernels with what launched them (ltx-jax: the HLO op; torch: the aten op and its input
-shapes). Kernel time below the forward time is time the GPU sat idle (launch gaps, host work).
+the largest kernels (torch's with the aten op that launched them and its input shapes; XLA names its
+kernels after the fusions of the optimized HLO written to `--out`). Kernel time below the forward time is
+time the GPU sat idle (launch gaps, host work); for ltx-jax it also prints the gaps between kernels.
 Writes each trace's per-kernel totals to `OUT/profile_T.json`. Needs a CUDA GPU.
 """
 
@@ -47,7 +48,7 @@ def category(kernel: str) -> str:
 
 
 def jax_kernels(trace_dir: pathlib.Path) -> dict[str, list]:
-    """Kernel name -> [total microseconds, launches, HLO op] on the GPU streams of a jax.profiler trace."""
+    """Kernel name -> [total microseconds, launches, ""] on the GPU streams of a jax.profiler trace."""
     (path,) = trace_dir.glob("plugins/profile/*/*.trace.json.gz")
     events = json.load(gzip.open(path))["traceEvents"]
     gpu_pids = {e["pid"] for e in events if e.get("name") == "process_name" and "GPU" in e["args"]["name"]}
@@ -58,7 +59,9 @@ def jax_kernels(trace_dir: pathlib.Path) -> dict[str, list]:
     }
     kernels = [e for e in events if e.get("ph") == "X" and (e["pid"], e.get("tid")) in streams]
     print_gaps(kernels)
-    return _totals(kernels, lambda e: str(e.get("args", {}).get("hlo_op", "")))
+    # no launcher: XLA names its kernels after their HLO fusions, and under command buffers the trace's
+    # `hlo_op` is the buffer's name for every kernel
+    return _totals(kernels, lambda e: "")
 
 
 def print_gaps(kernels: list[dict], largest: int = 6) -> None:
@@ -168,7 +171,8 @@ def report(tokens: int, rows: dict[str, tuple[float, dict]], top: int) -> None:
         for name, (us, count, launcher) in ranked:
             per_forward = us / 1e3 / PROFILED_FORWARDS
             print(f"{per_forward:>8.2f} ({count // PROFILED_FORWARDS:>4}) {category(name):<18} {name[:100]}")
-            print(f"{'':>16}{launcher[:200]}")
+            if launcher:
+                print(f"{'':>16}{launcher[:200]}")
 
 
 def main() -> None:
@@ -192,6 +196,8 @@ def main() -> None:
     cfg = ltx_jax.LTXConfig.ltx2_3(num_layers=args.layers, av_ca_scale_shift_from_sigma=True)
     reference = bench_step.torch_reference(cfg, args.device)
     model = ltx_jax.load_state_dict(ltx_jax.LTXModel.abstract(cfg, jax.numpy.bfloat16), reference.state_dict())
+    if args.no_torch and not args.torch_compile:
+        reference = None  # its GPU memory back for the jax-only profile
     print(f"{jax.devices()[0].device_kind}; jax {jax.__version__}, torch {torch.__version__}; {args.layers} blocks")
     data = {tokens: bench_step.inputs(tokens, np.random.default_rng(tokens)) for tokens in args.tokens}
     rows: dict[int, dict[str, tuple[float, dict]]] = {tokens: {} for tokens in args.tokens}
@@ -226,7 +232,7 @@ def profile_jax_rows(
 
 
 def profile_torch_rows(
-    reference: torch.nn.Module, data: dict, tmp: pathlib.Path, args: argparse.Namespace
+    reference: torch.nn.Module | None, data: dict, tmp: pathlib.Path, args: argparse.Namespace
 ) -> dict[str, tuple[float, dict]]:
     """ltx-core eager and, with `--torch-compile`, under torch.compile (default mode)."""
     modules = {} if args.no_torch else {"ltx-core": reference}
