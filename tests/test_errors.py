@@ -270,3 +270,17 @@ def test_a_signal_lost_in_a_gc_callback_is_raised_at_the_next_check(capsys):
             raise_if_signalled()
     raise_if_signalled()  # outside the block nothing is pending
     assert "Exception ignored" not in capsys.readouterr().err  # the lost one was not reported as a traceback
+
+
+@pytest.mark.parametrize(
+    ("given", "error", "named"),
+    [({"frame_rate": 0.0}, ValueError, "frame_rate must be positive"), ({"num_frames": "9"}, TypeError, "num_frames")],
+)
+def test_a2vid_audio_length_is_not_derived_from_unchecked_sizes(given, error, named):
+    """a2vid's default audio length is the video's duration, num_frames / frame_rate: values it cannot be computed
+    from are named by the checks (once a ZeroDivisionError, found by tests/test_preflight_property.py)."""
+    from ltx_jax.pipeline import GenerationSettings  # noqa: PLC0415
+    from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS  # noqa: PLC0415
+
+    with pytest.raises(error, match=named):
+        GenerationSettings(audio_path="missing.wav", **given).resolve(EMBEDDED_DEFAULTS, "a2vid")

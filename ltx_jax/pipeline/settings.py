@@ -182,8 +182,10 @@ class GenerationSettings:
             guidance=Guidance() if distilled else _or(self.guidance, defaults.guidance),
             reference_videos=tuple(self.reference_videos),
         )
-        if flow == "a2vid" and self.audio_max_duration is None and _is_number(resolved.frame_rate):
-            resolved = dataclasses.replace(resolved, audio_max_duration=resolved.num_frames / resolved.frame_rate)
+        frames, fps = resolved.num_frames, resolved.frame_rate
+        if flow == "a2vid" and self.audio_max_duration is None and _is_number(frames) and _is_number(fps) and fps > 0:
+            # the video's duration; values it cannot be computed from are left for `_check` to name
+            resolved = dataclasses.replace(resolved, audio_max_duration=frames / fps)
         if distilled:
             resolved = dataclasses.replace(resolved, num_inference_steps=len(DISTILLED_SIGMA_VALUES) - 1)
         resolved._check(flow)
