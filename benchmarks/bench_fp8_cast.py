@@ -7,8 +7,11 @@ weights. ltx-core: eager bf16, bf16 under `torch.compile` (`--torch-compile`; co
 runs), and its fp8-cast (`QuantizationPolicy.fp8_cast()`'s pieces, `TRANSFORMER_LINEAR_DOWNCAST_MAP` and
 `UPCAST_DURING_INFERENCE`). Its fp8_scaled_mm needs TensorRT-LLM, absent here, so it has no row. ltx-jax:
 bf16, fp8-cast (`quantize_fp8_cast`), "fp8 matmuls" (`quantize_fp8(..., attention=False)`: blocks 1.. of
-the `--layers`, block 0 stays as fp8_scaled_mm keeps it) and "fp8" (`quantize_fp8`: also the video
-self-attention of those blocks in fp8, `ltx_jax.model.fp8_attention`). Per token count and row: the median
+the `--layers`, block 0 stays as fp8_scaled_mm keeps it), "fp8" (`quantize_fp8`: also the video
+self-attention of those blocks in fp8, `ltx_jax.model.fp8_attention`) and "fp8 static" (the same with
+static input scales, as an fp8 checkpoint's `input_scale` gives them: `calibrate_input_scales` over a
+`--steps` Euler loop at the smallest token count from other noise than every timed and quality run).
+`--jax-only` drops the ltx-core rows (its bf16 model still supplies the weights). Per token count and row: the median
 forward time and its ratio to ltx-jax bf16; peak device memory (torch's allocator peak over the timed
 runs; for ltx-jax XLA's plan of the program: parameters, inputs, outputs and temporaries); the video
 velocity against the same side's bf16 (max |diff| / max |bf16|, mean |diff| / mean |bf16|); how many
@@ -36,7 +39,7 @@ from ltx_core.quantization.fp8_cast import TRANSFORMER_LINEAR_DOWNCAST_MAP, UPCA
 
 import ltx_jax  # noqa: E402
 from ltx_jax.convert.state_dict import expected_keys  # noqa: E402
-from ltx_jax.model.quantization import quantize_fp8, quantize_fp8_cast  # noqa: E402
+from ltx_jax.model.quantization import calibrate_input_scales, quantize_fp8, quantize_fp8_cast  # noqa: E402
 
 Forward = Callable[[dict[str, dict[str, np.ndarray]]], np.ndarray]  # inputs -> video velocity (float32)
 
@@ -117,24 +120,42 @@ def relative(diff: np.ndarray, base: np.ndarray) -> tuple[float, float]:
     return float(np.abs(diff).max() / np.abs(base).max()), float(np.abs(diff).mean() / np.abs(base).mean())
 
 
-def build_models(cfg: ltx_jax.LTXConfig, device: str, torch_compile: bool, token_counts: int) -> dict[str, object]:
-    """The rows: ltx-core bf16 (eager, and compiled with `torch_compile`) and fp8-cast; ltx-jax bf16, fp8-cast,
-    fp8 matmuls alone and fp8 with fp8 attention, all from the same weights."""
-    torch_bf16 = bench_step.torch_reference(cfg, device)
+def calibrated(model: ltx_jax.LTXModel, tokens: int, steps: int) -> ltx_jax.LTXModel:
+    """`model` (fp8) with static input scales: each fp8 linear's largest input over a `steps` Euler loop
+    at `tokens` from noise no timed or quality run uses, / 448."""
+    data = bench_step.inputs(tokens, np.random.default_rng(1))
+    step = nnx.jit(lambda m, v, a: m(v, a, bench_step.jax_perturbations(False)))
+
+    def loop(m: ltx_jax.LTXModel) -> None:
+        modalities = lambda d: (bench_step.jax_modality(d[k]) for k in ("video", "audio"))  # noqa: E731
+        euler_loop(lambda d: np.asarray(step(m, *modalities(d))[0], np.float32), data, steps)
+
+    calibrate_input_scales(model, loop)
+    return model
+
+
+def build_models(cfg: ltx_jax.LTXConfig, args: argparse.Namespace) -> dict[str, object]:
+    """The rows: ltx-core bf16 (eager, and compiled with `--torch-compile`) and fp8-cast, unless `--jax-only`;
+    ltx-jax bf16, fp8-cast, fp8 matmuls alone, fp8 with fp8 attention and the same with static input
+    scales, all from the same weights."""
+    torch_bf16 = bench_step.torch_reference(cfg, args.device)
 
     def ours() -> ltx_jax.LTXModel:
         return ltx_jax.load_state_dict(ltx_jax.LTXModel.abstract(cfg, jnp.bfloat16), torch_bf16.state_dict())
 
     cast = ours()
     quantize_fp8_cast(cast, [(k, entry[0]) for k, entry in expected_keys(cast).items()], jnp.bfloat16)
-    models = {"ltx-core bf16": torch_bf16}
-    if torch_compile:
-        models["ltx-core bf16 compiled"] = bench_step.torch_compiled(torch_bf16, cfg.num_layers, token_counts)
-    models["ltx-core fp8-cast"] = torch_fp8_cast(copy.deepcopy(torch_bf16))
+    models = {}
+    if not args.jax_only:
+        models["ltx-core bf16"] = torch_bf16
+        if args.torch_compile:
+            models["ltx-core bf16 compiled"] = bench_step.torch_compiled(torch_bf16, cfg.num_layers, len(args.tokens))
+        models["ltx-core fp8-cast"] = torch_fp8_cast(copy.deepcopy(torch_bf16))
     models["ltx-jax bf16"] = ours()
     models["ltx-jax fp8-cast"] = cast
     models["ltx-jax fp8 matmuls"] = quantize_fp8(ours(), attention=False)
     models["ltx-jax fp8"] = quantize_fp8(ours())
+    models["ltx-jax fp8 static"] = calibrated(quantize_fp8(ours()), min(args.tokens), args.steps)
     return models
 
 
@@ -162,10 +183,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--steps", type=int, default=10, help="Euler steps of the quality loop")
     parser.add_argument("--torch-compile", action="store_true", help="also time ltx-core bf16 under torch.compile")
+    parser.add_argument("--jax-only", action="store_true", help="no ltx-core rows")
     parser.add_argument("--device", default="cuda", help="torch device (cpu only to check the script)")
     args = parser.parse_args()
     cfg = ltx_jax.LTXConfig.ltx2_3(num_layers=args.layers, av_ca_scale_shift_from_sigma=True)
-    models = build_models(cfg, args.device, args.torch_compile, len(args.tokens))
+    models = build_models(cfg, args)
     forwards = {
         name: torch_forward(model, args.device) if "core" in name else jax_forward(model)
         for name, model in models.items()
@@ -185,16 +207,13 @@ def main() -> None:
             worst, mean = relative(outputs[name] - base, base)
             print(f"{name:>22}: {took * 1e3:7.1f} ms ({took / seconds['ltx-jax bf16']:.3f}x) "
                   f"{peaks[name] / 2**30:6.2f} GiB; velocity max {worst:.2e} mean {mean:.2e}")  # fmt: skip
-        gemms, attention = fp8_kernels(programs["ltx-jax fp8"])
-        print(f"   ltx-jax fp8's program: {gemms} fp8 GEMMs, {attention} fp8 attention calls")
+        for name in ("ltx-jax fp8", "ltx-jax fp8 static"):
+            gemms, attention = fp8_kernels(programs[name])
+            print(f"   {name}'s program: {gemms} fp8 GEMMs, {attention} fp8 attention calls")
     data = bench_step.inputs(args.tokens[0], np.random.default_rng(0))
     start = time.perf_counter()
-    for side, mode in (
-        ("ltx-core", "fp8-cast"),
-        ("ltx-jax", "fp8-cast"),
-        ("ltx-jax", "fp8 matmuls"),
-        ("ltx-jax", "fp8"),
-    ):
+    loops = [("ltx-core", "fp8-cast")] if "ltx-core bf16" in forwards else []
+    for side, mode in [*loops, *(("ltx-jax", m) for m in ("fp8-cast", "fp8 matmuls", "fp8", "fp8 static"))]:
         base = euler_loop(forwards[f"{side} bf16"][0], data, args.steps)
         fp8 = euler_loop(forwards[f"{side} {mode}"][0], data, args.steps)
         l2 = float(np.linalg.norm(fp8 - base) / np.linalg.norm(base))

@@ -28,15 +28,17 @@ def official_state(state_dict: dict, dtype: torch.dtype) -> dict:
     return tensors
 
 
-def fp8_scaled(state_dict: dict) -> tuple[dict, dict]:
-    """(fp8-scaled tensors as a checkpoint stores them, the float32 weights they dequantize to)."""
+def fp8_scaled(state_dict: dict, *, input_scales: bool = True) -> tuple[dict, dict]:
+    """(fp8-scaled tensors as a checkpoint stores them, the float32 weights they dequantize to). With
+    `input_scales` each fp8 weight has a static `input_scale` beside it, a different value for each."""
     stored, dequantized = {}, dict(state_dict)
-    for key, value in state_dict.items():
+    for index, (key, value) in enumerate(state_dict.items()):
         if key.startswith("transformer_blocks.") and key.endswith(".weight") and value.ndim == 2:
             scale = value.abs().max().float() / FP8_MAX
             quantized = (value.float() / scale).to(torch.float8_e4m3fn)
             stored[key], stored[key[: -len("weight")] + "weight_scale"] = quantized, scale.reshape(())
-            stored[key[: -len("weight")] + "input_scale"] = torch.ones(())
+            if input_scales:
+                stored[key[: -len("weight")] + "input_scale"] = torch.tensor(0.01 + index * 1e-4)
             dequantized[key] = quantized.float() * scale
         else:
             stored[key] = value

@@ -183,8 +183,9 @@ def load_checkpoint(
         quantization: "fp8-cast" keeps the transformer blocks' linear weights in float8_e4m3fn, upcast
             to `dtype` in the matmuls (`ltx_jax.model.quantization`). "fp8" runs most blocks' linears as
             fp8 matmuls (per-tensor scaled weights, per-token scaled inputs; `Fp8Linear`) and their video
-            self-attention in fp8 (`ltx_jax.model.fp8_attention`); a kernel the
-            file stores in fp8 with a per-tensor scale is kept as stored. Each weight is quantized as it
+            self-attention in fp8 (`ltx_jax.model.fp8_attention`); a kernel the file stores in fp8 with a
+            per-tensor scale is kept as stored, with the static input scale stored beside it where there
+            is one (`input_scale`, as ltx-core's fp8_scaled_mm uses it). Each weight is quantized as it
             is placed (`quantize_on_load`; a converted directory part by part), so the model never sits
             on the devices in `dtype` as a whole, except where `quantize_on_load` says.
     """
@@ -237,7 +238,9 @@ def _load_safetensors(
         stored_scale = tensors.stored_fp8_scale(key) if path in quantize.fp8_kernels else None
         read = tensors.read if stored_scale is None else tensors.read_stored
         values = place_parameter(torch_shape, transposed, sharding_for, lambda box: read(key, box))
-        return quantize(path, values) if stored_scale is None else quantize.place_stored(path, values, stored_scale)
+        if stored_scale is None:
+            return quantize(path, values)
+        return quantize.place_stored(path, values, stored_scale, tensors.stored_input_scale(key))
 
     placed = place_table(table, place, f"loading {os.path.basename(path)}", progress)
     return set_params(model, placed), cfg, quantize

@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 # Inside the DiT prefix but loaded with the text encoder.
 TEXT_CONNECTOR_PREFIXES = ("video_embeddings_connector.", "audio_embeddings_connector.")
 FP8_SCALE_SUFFIX = ".weight_scale"
-FP8_INPUT_SCALE_SUFFIX = ".input_scale"  # activation scale of fp8 matmuls; a dequantized model has no use for it
+FP8_INPUT_SCALE_SUFFIX = ".input_scale"  # static activation scale of fp8 matmuls (quantization="fp8")
 OTHER_COMPONENTS = {
     "vae.": "video VAE",
     "audio_vae.": "audio VAE",
@@ -174,6 +174,17 @@ class DitTensors:
         if self.st.info(file_key).dtype != ml_dtypes.float8_e4m3fn:
             return None
         scale = self.st.read(scale_key)
+        return scale.reshape(()).astype(np.float32) if scale.size == 1 else None
+
+    def stored_input_scale(self, key: str) -> np.ndarray | None:
+        """The static input scale (`input_scale`, one value) stored beside the fp8 weight `key`, where
+        `stored_fp8_scale` gives that weight's scale; None otherwise."""
+        if self.stored_fp8_scale(key) is None:
+            return None
+        input_key = self.names[key][: -len(".weight")] + FP8_INPUT_SCALE_SUFFIX
+        if input_key not in self.st:
+            return None
+        scale = self.st.read(input_key)
         return scale.reshape(()).astype(np.float32) if scale.size == 1 else None
 
     def _fp8_scale_key(self, file_key: str) -> str | None:

@@ -7,10 +7,11 @@ from threads may meet in a different order on each device) and combined on the h
 loader's in-flight tensors are in bf16 at once, rather than the whole model before `quantize_fp8` ran.
 
 A kernel that a checkpoint stores in float8_e4m3fn with a per-tensor scale is placed as stored, with that
-scale (`place_stored`), not dequantized and quantized again. Two exceptions hold bf16 longer: a kernel some
-of whose shards belong to other processes (weights sharded over a multi-process mesh) is left in bf16 here
-and quantized by `quantize_fp8` once the model is whole, on the main thread, in the same order in every
-process; and a converted directory of the first format (one Orbax checkpoint) is restored whole first.
+scale and the static input scale stored beside it (`place_stored`), not dequantized and quantized again.
+Two exceptions hold bf16 longer: a kernel some of whose shards belong to other processes (weights sharded
+over a multi-process mesh) is left in bf16 here and quantized by `quantize_fp8` once the model is whole,
+on the main thread, in the same order in every process; and a converted directory of the first format
+(one Orbax checkpoint) is restored whole first.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class QuantizeOnLoad:
     cast_keys: tuple[tuple[str, Path], ...]  # fp8-cast: (checkpoint key, parameter path) of each targeted one
     fp8_kernels: frozenset[Path]  # fp8: the kernels `quantize_fp8` replaces
     scales: dict[Path, jax.Array] = dataclasses.field(default_factory=dict)
+    input_scales: dict[Path, jax.Array] = dataclasses.field(default_factory=dict)  # an fp8 checkpoint's
     cast_paths: frozenset[Path] = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
@@ -111,9 +113,13 @@ class QuantizeOnLoad:
                 value, self.scales[path] = quantized
         return value
 
-    def place_stored(self, path: Path, values: jax.Array, scale: np.ndarray) -> jax.Array:
-        """A kernel placed in its stored float8_e4m3fn, kept with its stored scale."""
+    def place_stored(
+        self, path: Path, values: jax.Array, scale: np.ndarray, input_scale: np.ndarray | None = None
+    ) -> jax.Array:
+        """A kernel placed in its stored float8_e4m3fn, kept with its stored scale (and static input scale)."""
         self.scales[path] = placed_scale(scale, values)
+        if input_scale is not None:
+            self.input_scales[path] = placed_scale(input_scale, values)
         return values
 
     def finish(self, model: nnx.Module, compute_dtype: jnp.dtype) -> nnx.Module:
@@ -121,5 +127,5 @@ class QuantizeOnLoad:
         if self.quantization == "fp8-cast":
             return quantize_fp8_cast(model, self.cast_keys, compute_dtype)
         if self.quantization == "fp8":
-            return quantize_fp8(model, self.scales)
+            return quantize_fp8(model, self.scales, input_scales=self.input_scales)
         return model

@@ -16,8 +16,10 @@ fp8_scaled_mm()`, which needs TensorRT-LLM): every linear of the transformer blo
 43-47 of LTX-2's 48 (its `EXCLUDED_LAYER_SUBSTRINGS`; the layers outside the blocks stay too) becomes an
 `Fp8Linear`: its weight in float8_e4m3fn with a per-tensor float32 scale (max |w| / 448, as
 `quantize_weight_to_fp8_per_tensor`), its input quantized on each call. The reference reads a static
-per-tensor input scale from a pre-quantized checkpoint; a bf16 checkpoint has none, so each token's
-scale is its own max |x| / 448 (dynamic). Per token, not per tensor: a tensor's scale would depend on
+per-tensor input scale from a pre-quantized checkpoint (`input_scale`); so does `Fp8Linear` where the
+checkpoint has one or `calibrate_input_scales` measured it: no max |x| pass, and the quantize fuses into
+the op before. A bf16 checkpoint has none, so each token's scale is its own max |x| / 448 (dynamic). Per
+token, not per tensor: a tensor's scale would depend on
 the other guidance passes batched with it and, under sequence parallelism, on how the tokens are split
 (or cost an all-reduce per linear); a token's scale factors out of its row of the product, so the GEMM
 still takes fp8 operands. Products accumulate in float32 and come back in bf16, then are multiplied by
@@ -31,11 +33,12 @@ backends compute the same products in float32.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 Quantization = Literal["none", "fp8-cast", "fp8"]
@@ -119,14 +122,29 @@ def quantize_per_tensor(kernel: jax.Array) -> tuple[jax.Array, jax.Array]:
     return to_fp8(kernel, scale), scale
 
 
+class Fp8InputAmax(nnx.Variable):
+    """The largest |x| an `Fp8Linear` has been called with while `calibrate_input_scales` watched it."""
+
+
 class Fp8Linear(nnx.Module):
     """`x @ kernel + bias` with the kernel (in, out) stored in float8_e4m3fn times `kernel_scale`, and
-    x quantized per call, each token with its own scale; see the module docstring."""
+    x quantized per call: with `input_scale` (a float32 scalar) by that static scale, as ltx-core's
+    fp8_scaled_mm does with a pre-quantized checkpoint's `input_scale`; without it each token by its own
+    scale (dynamic). See the module docstring."""
 
-    def __init__(self, kernel: jax.Array, kernel_scale: jax.Array, bias: jax.Array | None) -> None:
+    def __init__(
+        self,
+        kernel: jax.Array,
+        kernel_scale: jax.Array,
+        bias: jax.Array | None,
+        input_scale: jax.Array | None = None,
+    ) -> None:
         self.kernel = nnx.Param(kernel)
         self.kernel_scale = nnx.Param(kernel_scale)
         self.bias = None if bias is None else nnx.Param(bias)
+        # data attributes even while None: `calibrate_input_scales` sets and clears both
+        self.input_scale = nnx.data(None if input_scale is None else nnx.Param(jnp.asarray(input_scale, jnp.float32)))
+        self.input_amax: Fp8InputAmax | None = nnx.data(None)  # set while `calibrate_input_scales` runs
 
     @classmethod
     def from_linear(cls, linear: nnx.Linear) -> Fp8Linear:
@@ -134,7 +152,12 @@ class Fp8Linear(nnx.Module):
         return cls(*quantize_per_tensor(linear.kernel[...]), None if linear.bias is None else linear.bias[...])
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        scale = per_row_scale(x)  # a token's scale factors out of its row of the product
+        if self.input_amax is not None:
+            amax = jnp.max(jnp.abs(x)).astype(jnp.float32)
+            self.input_amax.set_value(jnp.maximum(self.input_amax.get_value(), amax))
+        # A static scale skips the max |x| pass, and the quantize fuses into the op producing x; a token's
+        # own scale factors out of its row of the product.
+        scale = per_row_scale(x) if self.input_scale is None else self.input_scale[...]
         out = jnp.bfloat16 if x.dtype == jnp.bfloat16 else jnp.float32
         y = jax.lax.dot_general(
             to_fp8(x, scale), self.kernel[...], (((x.ndim - 1,), (0,)), ((), ())), preferred_element_type=out
@@ -158,26 +181,82 @@ def fp8_targets(model: nnx.Module) -> list[tuple[tuple[Any, ...], nnx.Module, st
 
 
 def quantize_fp8(
-    model: nnx.Module, scales: Mapping[tuple[Any, ...], jax.Array] | None = None, *, attention: bool = True
+    model: nnx.Module,
+    scales: Mapping[tuple[Any, ...], jax.Array] | None = None,
+    *,
+    attention: bool = True,
+    input_scales: Mapping[tuple[Any, ...], jax.Array] | None = None,
 ) -> nnx.Module:
     """`model` (an `LTXModel`, in place) with every linear of `fp8_targets` replaced by an `Fp8Linear`,
     and with `attention` the video self-attention of the same blocks marked fp8 (`ltx_jax.model.fp8_attention`).
 
     A linear whose kernel is still in the model dtype is quantized from it (the bf16 kernel is freed once
     replaced). One whose kernel is already float8_e4m3fn (quantized by the loader as it was placed) keeps
-    it, with its scale from `scales` (kernel parameter path -> float32 scale)."""
+    it, with its scale from `scales` (kernel parameter path -> float32 scale). A kernel path in
+    `input_scales` gets that static input scale (an fp8 checkpoint's `input_scale`); the others quantize
+    their inputs per token."""
+    input_scales = {} if input_scales is None else input_scales
     for index, block in enumerate(model.transformer_blocks):
         block.attn1.fp8 = attention and index not in FP8_EXCLUDED_BLOCKS
     for kernel_path, parent, name, linear in fp8_targets(model):
         kernel = linear.kernel[...]
+        bias = None if linear.bias is None else linear.bias[...]
         if kernel.dtype == FP8:
             if scales is None or kernel_path not in scales:
                 raise ValueError(f"quantize_fp8: the fp8 kernel at {kernel_path} comes without its scale.")
-            replacement = Fp8Linear(kernel, scales[kernel_path], None if linear.bias is None else linear.bias[...])
+            replacement = Fp8Linear(kernel, scales[kernel_path], bias, input_scales.get(kernel_path))
         else:
-            replacement = Fp8Linear.from_linear(linear)
+            replacement = Fp8Linear(*quantize_per_tensor(kernel), bias, input_scales.get(kernel_path))
         if isinstance(parent, nnx.List):
             parent[int(name)] = replacement
         else:
             setattr(parent, name, replacement)
+    return share_equal_input_scales(model)
+
+
+def share_equal_input_scales(model: nnx.Module) -> nnx.Module:
+    """`model` (in place) with the `Fp8Linear`s of each transformer block whose static input scales are equal
+    holding one scale parameter. The values do not change; what does is that XLA sees one scale: the linears
+    reading one input (a self-attention's q, k, v and gate logits, calibrated on the same x) then quantize it
+    once, and their GEMMs can merge as they do with per-token scales."""
+    for block in model.transformer_blocks:
+        shared: dict[float, nnx.Param] = {}
+        for _, linear in nnx.iter_modules(block):
+            if isinstance(linear, Fp8Linear) and linear.input_scale is not None:
+                value = float(np.asarray(linear.input_scale.get_value().addressable_data(0)))
+                linear.input_scale = shared.setdefault(value, linear.input_scale)
     return model
+
+
+def calibrate_input_scales(model: nnx.Module, run: Callable[[nnx.Module], object]) -> dict[tuple[Any, ...], float]:
+    """Static input scales for an fp8 `model` (after `quantize_fp8`), set in place and returned (kernel path
+    -> scale): each `Fp8Linear`'s largest |x| over what `run(model)` feeds it, / 448.
+
+    `run` calls the model on calibration inputs, eagerly or under `nnx.jit` (which carries the recorded
+    maxima back; a plain `jax.jit` of a split model would drop them), on one device: under sequence
+    parallelism each device would see only its tokens. A linear already holding a static scale is
+    recalibrated from the dynamic one; one that `run` never reaches stays dynamic and is left out of the
+    result. Inputs beyond the calibrated range are clipped to e4m3's 448 later, so calibrate on inputs like
+    those the model will get (every sigma of the schedule, each guidance pass).
+    """
+    linears = {path: module for path, module in nnx.iter_modules(model) if isinstance(module, Fp8Linear)}
+    if not linears:
+        raise ValueError("calibrate_input_scales: the model has no fp8 linears; run quantize_fp8(model) first.")
+    for linear in linears.values():
+        linear.input_scale = None
+        linear.input_amax = Fp8InputAmax(jnp.full((), -1.0, jnp.float32))  # -1: not called yet
+    try:
+        run(model)
+        amaxes = {path: float(linear.input_amax.get_value()) for path, linear in linears.items()}
+    finally:
+        for linear in linears.values():
+            linear.input_amax = None
+    scales = {}
+    for path, linear in linears.items():
+        if amaxes[path] < 0:  # `run` never reached it (e.g. a perturbed pass's skipped q/k): it stays dynamic
+            continue
+        scale = scale_of_amax(jnp.asarray(amaxes[path], jnp.float32))
+        linear.input_scale = nnx.Param(scale)
+        scales[(*path, "kernel")] = float(scale)
+    share_equal_input_scales(model)
+    return scales
