@@ -182,10 +182,11 @@ def load_checkpoint(
         progress: a progress bar on stderr while a `.safetensors` file loads.
         quantization: "fp8-cast" keeps the transformer blocks' linear weights in float8_e4m3fn, upcast
             to `dtype` in the matmuls (`ltx_jax.model.quantization`). "fp8" runs most blocks' linears as
-            fp8 matmuls (per-tensor scaled weights, per-token scaled inputs; `Fp8Linear`) and their video
+            fp8 matmuls (per-tensor scaled weights; inputs scaled per token, or by the static `input_scale`
+            an fp8 file stores beside the weight, as ltx-core's fp8_scaled_mm; `Fp8Linear`) and their video
             self-attention in fp8 (`ltx_jax.model.fp8_attention`); a kernel the file stores in fp8 with a
-            per-tensor scale is kept as stored, with the static input scale stored beside it where there
-            is one (`input_scale`, as ltx-core's fp8_scaled_mm uses it). Each weight is quantized as it
+            per-tensor scale is kept as stored (one a LoRA is fused into is quantized again, keeping its
+            `input_scale`). Each weight is quantized as it
             is placed (`quantize_on_load`; a converted directory part by part), so the model never sits
             on the devices in `dtype` as a whole, except where `quantize_on_load` says.
     """
@@ -235,12 +236,14 @@ def _load_safetensors(
 
     def place(key: str, transposed: bool, torch_shape: tuple[int, ...], _: np.dtype) -> jax.Array:
         path = table[key][0]
-        stored_scale = tensors.stored_fp8_scale(key) if path in quantize.fp8_kernels else None
+        fp8 = path in quantize.fp8_kernels
+        stored_scale = tensors.stored_fp8_scale(key) if fp8 else None
+        input_scale = tensors.stored_input_scale(key) if fp8 else None
         read = tensors.read if stored_scale is None else tensors.read_stored
         values = place_parameter(torch_shape, transposed, sharding_for, lambda box: read(key, box))
         if stored_scale is None:
-            return quantize(path, values)
-        return quantize.place_stored(path, values, stored_scale, tensors.stored_input_scale(key))
+            return quantize(path, values, input_scale)
+        return quantize.place_stored(path, values, stored_scale, input_scale)
 
     placed = place_table(table, place, f"loading {os.path.basename(path)}", progress)
     return set_params(model, placed), cfg, quantize

@@ -177,11 +177,13 @@ class DitTensors:
         return scale.reshape(()).astype(np.float32) if scale.size == 1 else None
 
     def stored_input_scale(self, key: str) -> np.ndarray | None:
-        """The static input scale (`input_scale`, one value) stored beside the fp8 weight `key`, where
-        `stored_fp8_scale` gives that weight's scale; None otherwise."""
-        if self.stored_fp8_scale(key) is None:
+        """The static input scale (`input_scale`, one value) stored beside the weight `key`; None where there is
+        none. A LoRA fused into the weight leaves it as it is: the layer's input does not change (ltx-core
+        re-quantizes only the weight)."""
+        file_key = self.names[key]
+        if not file_key.endswith(".weight"):
             return None
-        input_key = self.names[key][: -len(".weight")] + FP8_INPUT_SCALE_SUFFIX
+        input_key = file_key[: -len(".weight")] + FP8_INPUT_SCALE_SUFFIX
         if input_key not in self.st:
             return None
         scale = self.st.read(input_key)

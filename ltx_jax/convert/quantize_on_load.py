@@ -103,10 +103,13 @@ class QuantizeOnLoad:
         kernels = frozenset(target[0] for target in fp8_targets(model)) if quantization == "fp8" else frozenset()
         return cls(quantization, cast_keys, kernels)
 
-    def __call__(self, path: Path, value: jax.Array) -> jax.Array:
-        """The placed parameter at `path` as the quantized model keeps it."""
+    def __call__(self, path: Path, value: jax.Array, input_scale: np.ndarray | None = None) -> jax.Array:
+        """The placed parameter at `path` as the quantized model keeps it; an fp8 kernel's static
+        `input_scale`, where the checkpoint has one, is kept for its linear."""
         if path in self.cast_paths:
             return value.astype(FP8)
+        if path in self.fp8_kernels and input_scale is not None:
+            self.input_scales[path] = placed_scale(input_scale, value)
         if path in self.fp8_kernels:
             quantized = quantize_placed(value)
             if quantized is not None:

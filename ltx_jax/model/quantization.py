@@ -214,17 +214,34 @@ def quantize_fp8(
     return share_equal_input_scales(model)
 
 
+# The linears of each attention that always read one tensor: q and the gate logits read x, k and v the context,
+# which in a self-attention is x.
+_SELF_ATTENTIONS = ("attn1", "audio_attn1")
+_CROSS_ATTENTIONS = ("attn2", "audio_attn2", "audio_to_video_attn", "video_to_audio_attn")
+
+
+def _same_input_groups(attention: str) -> tuple[tuple[str, ...], ...]:
+    if attention in _SELF_ATTENTIONS:
+        return (("to_q", "to_k", "to_v", "to_gate_logits"),)
+    return (("to_q", "to_gate_logits"), ("to_k", "to_v"))
+
+
 def share_equal_input_scales(model: nnx.Module) -> nnx.Module:
-    """`model` (in place) with the `Fp8Linear`s of each transformer block whose static input scales are equal
-    holding one scale parameter. The values do not change; what does is that XLA sees one scale: the linears
-    reading one input (a self-attention's q, k, v and gate logits, calibrated on the same x) then quantize it
-    once, and their GEMMs can merge as they do with per-token scales."""
+    """`model` (in place) with the `Fp8Linear`s that read one tensor (`_same_input_groups`) holding one scale
+    parameter where their static input scales are equal, as calibration makes them. The values do not change;
+    XLA then sees one scale, quantizes the tensor once, and merges the group's GEMMs as it does with per-token
+    scales. Which linears may share is fixed by the model's structure, not by coincidences of value, so blocks
+    calibrated alike stay one program for `ltx_jax.parallel.block_programs`."""
     for block in model.transformer_blocks:
-        shared: dict[float, nnx.Param] = {}
-        for _, linear in nnx.iter_modules(block):
-            if isinstance(linear, Fp8Linear) and linear.input_scale is not None:
-                value = float(np.asarray(linear.input_scale.get_value().addressable_data(0)))
-                linear.input_scale = shared.setdefault(value, linear.input_scale)
+        for name in (*_SELF_ATTENTIONS, *_CROSS_ATTENTIONS):
+            attention = getattr(block, name, None)
+            for group in _same_input_groups(name) if attention is not None else ():
+                linears = [getattr(attention, member, None) for member in group]
+                static = [m for m in linears if isinstance(m, Fp8Linear) and m.input_scale is not None]
+                values = {float(np.asarray(m.input_scale.get_value().addressable_data(0))) for m in static}
+                if len(static) > 1 and len(values) == 1:
+                    for linear in static[1:]:
+                        linear.input_scale = static[0].input_scale
     return model
 
 
@@ -236,27 +253,53 @@ def calibrate_input_scales(model: nnx.Module, run: Callable[[nnx.Module], object
     maxima back; a plain `jax.jit` of a split model would drop them), on one device: under sequence
     parallelism each device would see only its tokens. A linear already holding a static scale is
     recalibrated from the dynamic one; one that `run` never reaches stays dynamic and is left out of the
-    result. Inputs beyond the calibrated range are clipped to e4m3's 448 later, so calibrate on inputs like
+    result. If `run` raises, or reaches no fp8 linear (a `ValueError`: it ran a copy), the model keeps the
+    scales it had. Inputs beyond the calibrated range are clipped to e4m3's 448 later, so calibrate on inputs like
     those the model will get (every sigma of the schedule, each guidance pass).
     """
     linears = {path: module for path, module in nnx.iter_modules(model) if isinstance(module, Fp8Linear)}
     if not linears:
         raise ValueError("calibrate_input_scales: the model has no fp8 linears; run quantize_fp8(model) first.")
-    for linear in linears.values():
-        linear.input_scale = None
-        linear.input_amax = Fp8InputAmax(jnp.full((), -1.0, jnp.float32))  # -1: not called yet
-    try:
-        run(model)
-        amaxes = {path: float(linear.input_amax.get_value()) for path, linear in linears.items()}
-    finally:
-        for linear in linears.values():
-            linear.input_amax = None
+    amaxes = _record_input_maxima(model, linears, run)
     scales = {}
     for path, linear in linears.items():
         if amaxes[path] < 0:  # `run` never reached it (e.g. a perturbed pass's skipped q/k): it stays dynamic
+            linear.input_scale = None
             continue
         scale = scale_of_amax(jnp.asarray(amaxes[path], jnp.float32))
         linear.input_scale = nnx.Param(scale)
         scales[(*path, "kernel")] = float(scale)
     share_equal_input_scales(model)
     return scales
+
+
+def _record_input_maxima(
+    model: nnx.Module, linears: Mapping[Any, Fp8Linear], run: Callable[[nnx.Module], object]
+) -> dict[Any, float]:
+    """Each linear's largest input over `run(model)` (-1 where it was not called), the linears quantizing per
+    token meanwhile. If `run` fails or records nothing, they keep the input scales they had."""
+    previous = {path: linear.input_scale for path, linear in linears.items()}
+    for linear in linears.values():
+        linear.input_scale = None
+        linear.input_amax = Fp8InputAmax(jnp.full((), -1.0, jnp.float32))  # -1: not called yet
+    try:
+        run(model)
+        amaxes = {path: float(linear.input_amax.get_value()) for path, linear in linears.items()}
+    except BaseException:
+        _restore(linears, previous)
+        raise
+    finally:
+        for linear in linears.values():
+            linear.input_amax = None
+    if max(amaxes.values()) < 0:
+        _restore(linears, previous)
+        raise ValueError(
+            "calibrate_input_scales: run(model) reached no fp8 linear, or ran a copy of the model: call the model "
+            "itself, eagerly or under nnx.jit (not jax.jit of a split model, SequenceParallel or a pipeline)."
+        )
+    return amaxes
+
+
+def _restore(linears: Mapping[Any, Fp8Linear], scales: Mapping[Any, nnx.Param | None]) -> None:
+    for path, linear in linears.items():
+        linear.input_scale = scales[path]
