@@ -127,8 +127,10 @@ def calibrated(model: ltx_jax.LTXModel, tokens: int, steps: int) -> ltx_jax.LTXM
     step = nnx.jit(lambda m, v, a: m(v, a, bench_step.jax_perturbations(False)))
 
     def loop(m: ltx_jax.LTXModel) -> None:
-        modalities = lambda d: (bench_step.jax_modality(d[k]) for k in ("video", "audio"))  # noqa: E731
-        euler_loop(lambda d: np.asarray(step(m, *modalities(d))[0], np.float32), data, steps)
+        def velocity(d: dict) -> np.ndarray:
+            return np.asarray(step(m, *(bench_step.jax_modality(d[k]) for k in ("video", "audio")))[0], np.float32)
+
+        euler_loop(velocity, data, steps)
 
     calibrate_input_scales(model, loop)
     return model

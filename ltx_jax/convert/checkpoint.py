@@ -241,9 +241,9 @@ def _load_safetensors(
         input_scale = tensors.stored_input_scale(key) if fp8 else None
         read = tensors.read if stored_scale is None else tensors.read_stored
         values = place_parameter(torch_shape, transposed, sharding_for, lambda box: read(key, box))
-        if stored_scale is None:
-            return quantize(path, values, input_scale)
-        return quantize.place_stored(path, values, stored_scale, input_scale)
+        if input_scale is not None:
+            quantize.keep_input_scale(path, input_scale, values)
+        return quantize(path, values) if stored_scale is None else quantize.place_stored(path, values, stored_scale)
 
     placed = place_table(table, place, f"loading {os.path.basename(path)}", progress)
     return set_params(model, placed), cfg, quantize

@@ -168,33 +168,29 @@ class DitTensors:
         """The per-tensor scale of the weight `key` where the file stores it in float8_e4m3fn with one
         (and no LoRA is fused into it): `read_stored` values times it are the weight. None otherwise."""
         file_key = self.names[key]
-        scale_key = self._fp8_scale_key(file_key)
-        if scale_key is None or any(key in pairs for _, pairs in self._loras):
+        if any(key in pairs for _, pairs in self._loras) or self.st.info(file_key).dtype != ml_dtypes.float8_e4m3fn:
             return None
-        if self.st.info(file_key).dtype != ml_dtypes.float8_e4m3fn:
-            return None
-        scale = self.st.read(scale_key)
-        return scale.reshape(()).astype(np.float32) if scale.size == 1 else None
+        return self._stored_scalar(self._sibling_key(file_key, FP8_SCALE_SUFFIX))
 
     def stored_input_scale(self, key: str) -> np.ndarray | None:
         """The static input scale (`input_scale`, one value) stored beside the weight `key`; None where there is
         none. A LoRA fused into the weight leaves it as it is: the layer's input does not change (ltx-core
         re-quantizes only the weight)."""
-        file_key = self.names[key]
-        if not file_key.endswith(".weight"):
-            return None
-        input_key = file_key[: -len(".weight")] + FP8_INPUT_SCALE_SUFFIX
-        if input_key not in self.st:
-            return None
-        scale = self.st.read(input_key)
-        return scale.reshape(()).astype(np.float32) if scale.size == 1 else None
+        return self._stored_scalar(self._sibling_key(self.names[key], FP8_INPUT_SCALE_SUFFIX))
 
-    def _fp8_scale_key(self, file_key: str) -> str | None:
-        """The file key of the weight `file_key`'s fp8 scale, where the file has one."""
+    def _stored_scalar(self, file_key: str | None) -> np.ndarray | None:
+        """The file's one-value tensor `file_key` as a float32 scalar; None for no key or more than one value."""
+        if file_key is None:
+            return None
+        value = self.st.read(file_key)
+        return value.reshape(()).astype(np.float32) if value.size == 1 else None
+
+    def _sibling_key(self, file_key: str, suffix: str) -> str | None:
+        """The file key of the weight `file_key`'s scale named by `suffix`, where the file has one."""
         if not file_key.endswith(".weight"):
             return None
-        scale_key = file_key[: -len(".weight")] + FP8_SCALE_SUFFIX
-        return scale_key if scale_key in self.st else None
+        sibling = file_key[: -len(".weight")] + suffix
+        return sibling if sibling in self.st else None
 
     def read_stored(self, key: str, index: Box | None = None) -> np.ndarray:
         """The parameter `key` (or its box) as the file stores it, in its stored dtype."""
@@ -207,7 +203,7 @@ class DitTensors:
         file_key = self.names[key]
         box = normalize_box(self.st.info(file_key).shape, index)
         raw = self.st.read(file_key, box)
-        scale_key = self._fp8_scale_key(file_key)
+        scale_key = self._sibling_key(file_key, FP8_SCALE_SUFFIX)
         if scale_key is not None:
             scale = self.st.read(scale_key)
             if scale.size != 1:  # a per-tensor scale commutes with slicing; a per-row or block one would not

@@ -7,7 +7,8 @@ from threads may meet in a different order on each device) and combined on the h
 loader's in-flight tensors are in bf16 at once, rather than the whole model before `quantize_fp8` ran.
 
 A kernel that a checkpoint stores in float8_e4m3fn with a per-tensor scale is placed as stored, with that
-scale and the static input scale stored beside it (`place_stored`), not dequantized and quantized again.
+scale (`place_stored`), not dequantized and quantized again; a static input scale stored beside a kernel is
+kept for its linear (`keep_input_scale`), stored or re-quantized.
 Two exceptions hold bf16 longer: a kernel some of whose shards belong to other processes (weights sharded
 over a multi-process mesh) is left in bf16 here and quantized by `quantize_fp8` once the model is whole,
 on the main thread, in the same order in every process; and a converted directory of the first format
@@ -103,27 +104,24 @@ class QuantizeOnLoad:
         kernels = frozenset(target[0] for target in fp8_targets(model)) if quantization == "fp8" else frozenset()
         return cls(quantization, cast_keys, kernels)
 
-    def __call__(self, path: Path, value: jax.Array, input_scale: np.ndarray | None = None) -> jax.Array:
-        """The placed parameter at `path` as the quantized model keeps it; an fp8 kernel's static
-        `input_scale`, where the checkpoint has one, is kept for its linear."""
+    def __call__(self, path: Path, value: jax.Array) -> jax.Array:
+        """The placed parameter at `path` as the quantized model keeps it."""
         if path in self.cast_paths:
             return value.astype(FP8)
-        if path in self.fp8_kernels and input_scale is not None:
-            self.input_scales[path] = placed_scale(input_scale, value)
         if path in self.fp8_kernels:
             quantized = quantize_placed(value)
             if quantized is not None:
                 value, self.scales[path] = quantized
         return value
 
-    def place_stored(
-        self, path: Path, values: jax.Array, scale: np.ndarray, input_scale: np.ndarray | None = None
-    ) -> jax.Array:
-        """A kernel placed in its stored float8_e4m3fn, kept with its stored scale (and static input scale)."""
+    def place_stored(self, path: Path, values: jax.Array, scale: np.ndarray) -> jax.Array:
+        """A kernel placed in its stored float8_e4m3fn, kept with its stored scale."""
         self.scales[path] = placed_scale(scale, values)
-        if input_scale is not None:
-            self.input_scales[path] = placed_scale(input_scale, values)
         return values
+
+    def keep_input_scale(self, path: Path, input_scale: np.ndarray, kernel: jax.Array) -> None:
+        """The static input scale a checkpoint stores beside the fp8 kernel at `path`, for its linear."""
+        self.input_scales[path] = placed_scale(input_scale, kernel)
 
     def finish(self, model: nnx.Module, compute_dtype: jnp.dtype) -> nnx.Module:
         """`model`, holding the values this returned, with its linears turned fp8 (in place)."""

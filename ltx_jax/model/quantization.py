@@ -147,9 +147,10 @@ class Fp8Linear(nnx.Module):
         self.input_amax: Fp8InputAmax | None = nnx.data(None)  # set while `calibrate_input_scales` runs
 
     @classmethod
-    def from_linear(cls, linear: nnx.Linear) -> Fp8Linear:
+    def from_linear(cls, linear: nnx.Linear, input_scale: jax.Array | None = None) -> Fp8Linear:
         """The linear's kernel quantized per tensor (`quantize_weight_to_fp8_per_tensor`), its bias kept."""
-        return cls(*quantize_per_tensor(linear.kernel[...]), None if linear.bias is None else linear.bias[...])
+        bias = None if linear.bias is None else linear.bias[...]
+        return cls(*quantize_per_tensor(linear.kernel[...]), bias, input_scale)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         if self.input_amax is not None:
@@ -199,14 +200,14 @@ def quantize_fp8(
     for index, block in enumerate(model.transformer_blocks):
         block.attn1.fp8 = attention and index not in FP8_EXCLUDED_BLOCKS
     for kernel_path, parent, name, linear in fp8_targets(model):
-        kernel = linear.kernel[...]
-        bias = None if linear.bias is None else linear.bias[...]
+        kernel, input_scale = linear.kernel[...], input_scales.get(kernel_path)
         if kernel.dtype == FP8:
             if scales is None or kernel_path not in scales:
                 raise ValueError(f"quantize_fp8: the fp8 kernel at {kernel_path} comes without its scale.")
-            replacement = Fp8Linear(kernel, scales[kernel_path], bias, input_scales.get(kernel_path))
+            bias = None if linear.bias is None else linear.bias[...]
+            replacement = Fp8Linear(kernel, scales[kernel_path], bias, input_scale)
         else:
-            replacement = Fp8Linear(*quantize_per_tensor(kernel), bias, input_scales.get(kernel_path))
+            replacement = Fp8Linear.from_linear(linear, input_scale)
         if isinstance(parent, nnx.List):
             parent[int(name)] = replacement
         else:
