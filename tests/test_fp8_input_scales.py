@@ -85,8 +85,9 @@ def test_calibration_sets_each_linears_largest_input_over_448(monkeypatch, jitte
     assert sorted(scales) == sorted(linears)
     for path, linear in linears.items():
         expected = np.float32(seen[id(linear)]) / np.float32(448)
-        # eagerly the same ops give the same maxima; jitted, XLA's fused float32 arithmetic may move them slightly
-        np.testing.assert_allclose(scales[path], expected, rtol=1e-3 if jitted else 0)
+        # eagerly the same ops give the same maxima; jitted, XLA's fused float32 arithmetic moves them within
+        # DESIGN.md's float32 bound (measured 2.9e-7)
+        np.testing.assert_allclose(scales[path], expected, rtol=1e-5 if jitted else 0)
         assert float(linear.input_scale.get_value()) == scales[path]
         assert linear.input_amax is None
     # the self-attention's q, k, v and gate logits read one x: equal scales, held as one parameter
