@@ -106,18 +106,22 @@ def test_quantize_fp8_marks_video_self_attention_of_its_blocks_and_it_moves_the_
 
 
 @pytest.mark.parametrize("strategy", ["ulysses", "allgather_kv"])
-def test_sequence_parallel_fp8_attention_uses_the_scales_of_one_device(strategy):
+@pytest.mark.parametrize("valid", [48, 47])
+def test_sequence_parallel_fp8_attention_uses_the_scales_of_one_device(strategy, valid):
     """Under Ulysses each device holds half the heads after the exchange, under all-gathered keys half the
     queries; its scales are the maxima over the mesh axis (`axis_name`), so the result equals one device's
-    (heads and tokens differ in size, so each half's own maximum would round differently)."""
+    (heads and tokens differ in size, so each half's own maximum would round differently). With 47 real
+    tokens padded to 48, the pad token (ten times the others, so its maximum would set every scale) is
+    dropped: the real tokens' output equals one device's on those 47, in fp8, not in the bf16 fallback."""
     rng = np.random.default_rng(0)
     sizes = np.repeat(np.array([3.0, 1.0, 1.0, 0.5], np.float32), HEAD_DIM)
     tokens = np.linspace(2.0, 0.5, 48, dtype=np.float32)[:, None]
+    tokens[valid:] = 20.0
     q, k, v = (
         jnp.asarray(rng.standard_normal((2, 48, 4 * HEAD_DIM)).astype(np.float32) * sizes * tokens) for _ in range(3)
     )
-    local = Fp8Attention(xla_attention, axis_name="sp")
-    size = {"mesh_size": 2, "valid_tokens": 48, "padded_tokens": 48}
+    local = Fp8Attention(xla_attention, axis_name="sp", valid_tokens=valid)
+    size = {"mesh_size": 2, "valid_tokens": valid, "padded_tokens": 48}
     if strategy == "ulysses":
         parallel = UlyssesAttention(local=local, all_to_all=lax_all_to_all, axis_name="sp", **size)
     else:
@@ -128,8 +132,10 @@ def test_sequence_parallel_fp8_attention_uses_the_scales_of_one_device(strategy)
         in_specs=P(None, "sp"),
         out_specs=P(None, "sp"),
     )
-    expected = np.asarray(Fp8Attention(xla_attention)(q, k, v, heads=4))
-    np.testing.assert_allclose(np.asarray(sharded(q, k, v)), expected, rtol=1e-6, atol=1e-6)
+    real = (slice(None), slice(0, valid))
+    expected = np.asarray(Fp8Attention(xla_attention)(q[real], k[real], v[real], heads=4))
+    np.testing.assert_allclose(np.asarray(sharded(q, k, v))[real], expected, rtol=1e-6, atol=1e-6)
+    assert relative_error(expected, np.asarray(xla_attention(q[real], k[real], v[real], heads=4))) > 1e-3
 
 
 def test_sequence_parallel_runs_fp8_attention_on_the_gathered_sequence(monkeypatch):
@@ -149,7 +155,7 @@ def test_sequence_parallel_runs_fp8_attention_on_the_gathered_sequence(monkeypat
     video, audio = video.to_jax(), audio.to_jax()
     ours = SequenceParallel(model, make_mesh(2))(video, audio)
     assert xla_attention in locals_seen  # block 0's
-    assert Fp8Attention(xla_attention, axis_name="sp") in locals_seen  # block 1's
+    assert Fp8Attention(xla_attention, axis_name="sp", valid_tokens=48) in locals_seen  # block 1's
     single = jax.jit(lambda v, a: model(v, a))(video, audio)
     for o, r in zip(ours, single, strict=True):
         assert relative_error(o, np.asarray(r)) < FP8_EFFECT[1] / 3

@@ -253,3 +253,33 @@ def test_fp8_attention_runs_cudnns_fp8_kernel_close_to_its_emulation():
     kernel = jax.jit(cudnn_fp8_attention)(*operands).astype(jnp.float32)
     emulated = jax.jit(emulated_fp8_attention)(*operands).astype(jnp.float32)
     assert relative_error(np.asarray(kernel), np.asarray(emulated)) < 0.15  # max, not L2: 5e-2 in the probe
+
+
+def test_fp8_attention_drops_sequence_parallel_padding_and_stays_in_fp8():
+    """Sequence parallelism's padded call (key lengths; 1,000 real tokens of 1,024, the gathered sequence as
+    Ulysses passes it) runs cuDNN's fp8 kernel on the 1,000 real tokens: their rows equal the fp8 attention of
+    those tokens alone (a separate program, so within one e4m3 step of the output), the pad rows are zero, and
+    the result is fp8's, not the bf16 fallback's."""
+    rng = np.random.default_rng(0)
+    heads, dim, tokens, valid = 4, 128, 1024, 1000
+    q, k, v = (
+        jnp.asarray(rng.standard_normal((2, tokens, heads * dim)) + rng.standard_normal(heads * dim) * m, jnp.bfloat16)
+        for m in (0, 2, 4)
+    )
+    if fp8_attention_unsupported(q, heads, None, None):
+        pytest.skip(fp8_attention_unsupported(q, heads, None, None))
+    lengths = jnp.full((2,), valid, jnp.int32)
+    padded = jax.jit(
+        lambda q, k, v: Fp8Attention(xla_attention, valid_tokens=valid)(
+            q, k, v, heads=heads, key_value_seq_lengths=lengths
+        )
+    )
+    assert padded.lower(q, k, v).compile().as_text().count('custom_call_target="__cudnn$fmhaSoftmaxF8"') == 2
+    got = np.asarray(padded(q, k, v), np.float32)
+    real = (slice(None), slice(0, valid))
+    alone = jax.jit(lambda q, k, v: Fp8Attention(xla_attention)(q, k, v, heads=heads))(q[real], k[real], v[real])
+    v_mean = np.asarray(v[real], np.float32).mean(axis=1, keepdims=True)
+    assert relative_error(got[real] - v_mean, np.asarray(alone, np.float32) - v_mean) < 2**-4
+    assert not got[:, valid:].any()
+    bf16 = xla_attention(q, k, v, heads=heads, key_value_seq_lengths=lengths)
+    assert relative_error(got[real] - v_mean, np.asarray(bf16, np.float32)[real] - v_mean) > 1e-2

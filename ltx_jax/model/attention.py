@@ -46,9 +46,12 @@ class AttentionOps:
             return self.fp8_local()
         return overrides.get(name, self.default)
 
-    def fp8_local(self, axis_name: str | tuple[str, ...] | None = None) -> LocalAttentionFn:
-        """The local fp8 attention: fp8 where it can run, `default` elsewhere; `axis_name` as `Fp8Attention`'s."""
-        return Fp8Attention(fallback=self.default, axis_name=axis_name)
+    def fp8_local(
+        self, axis_name: str | tuple[str, ...] | None = None, valid_tokens: int | None = None
+    ) -> LocalAttentionFn:
+        """The local fp8 attention: fp8 where it can run, `default` elsewhere; `axis_name` and `valid_tokens`
+        as `Fp8Attention`'s."""
+        return Fp8Attention(fallback=self.default, axis_name=axis_name, valid_tokens=valid_tokens)
 
     def with_overrides(self, **functions: AttentionFn) -> AttentionOps:
         return dataclasses.replace(self, overrides=tuple({**dict(self.overrides), **functions}.items()))

@@ -22,7 +22,9 @@ beside it, e.g. the other guidance passes):
 
 Where it runs: on a GPU from Hopper on (compute capability 9.0), with bf16/fp16 activations, a head dim
 that is a multiple of 16 up to 256, and no mask or key padding (cuDNN's fp8 kernel takes neither);
-elsewhere on a GPU the call goes to the model's bf16 backend. On the CPU the same steps run in XLA
+elsewhere on a GPU the call goes to the model's bf16 backend. Sequence parallelism's padding is the
+exception: it knows its real token count (`valid_tokens`), and the pad tokens are dropped before the
+kernel, which takes any length (benchmarks/probe_fp8_attention_lengths.py). On the CPU the same steps run in XLA
 (`emulated_fp8_attention`: scores materialized, any float dtype), so tests see fp8's rounding; the kernel's
 own order of work puts it 3.7e-2 (relative L2) from that emulation at the probe's shapes. Other platforms
 run the bf16 backend. A call that runs in bf16 logs why, once per reason.
@@ -114,10 +116,15 @@ class Fp8Attention:
     `axis_name`: inside `shard_map`, the mesh axis the sequence is split over. Each scale is then the
     maximum over that axis too (one all-reduce of three numbers a sample), so every device quantizes
     with the scales one device would use, whatever part of the heads or tokens it holds.
+
+    `valid_tokens`: the real token count of a sequence that sequence parallelism padded (to a multiple of
+    the mesh size). A call with key lengths then drops the pad tokens (`_without_padding`) and runs in fp8;
+    without it such a call goes to `fallback`.
     """
 
     fallback: LocalAttentionFn
     axis_name: str | tuple[str, ...] | None = None
+    valid_tokens: int | None = None
 
     def __call__(
         self,
@@ -130,6 +137,8 @@ class Fp8Attention:
         key_value_seq_lengths: jax.Array | None = None,
     ) -> jax.Array:
         """`(B, Tq, H*D)` queries, `(B, Tk, H*D)` keys and values -> `(B, Tq, H*D)` in q's dtype."""
+        if key_value_seq_lengths is not None and self.valid_tokens is not None and mask is None:
+            return self._without_padding(q, k, v, heads=heads)
         reason = fp8_attention_unsupported(q, heads, mask, key_value_seq_lengths)
         if reason is not None:
             if reason not in _logged_reasons:  # at trace time: once per reason, not per call
@@ -151,6 +160,28 @@ class Fp8Attention:
             out = merge_heads(kernel(*operands).astype(jnp.float32))
             samples.append(out * (scales[b, 2] * OUTPUT_HEADROOM))
         return (jnp.concatenate(samples) + v_mean).astype(dtype)
+
+    def _without_padding(self, q: jax.Array, k: jax.Array, v: jax.Array, *, heads: int) -> jax.Array:
+        """Sequence parallelism's padded sequence, its pad tokens last: the pad keys and values are dropped
+        (the kernel takes no key padding), and the pad queries kept out of q's scale, so every scale is the
+        one a device holding only the real tokens would use.
+
+        `k`, `v` `(B, T_padded, H*D)`. `q` is either the whole sequence (Ulysses: `(B, T_padded, H*D)`, its pad
+        rows dropped and their output zero, which the caller discards) or this device's contiguous block of
+        it (all-gathered keys: the rows past `valid_tokens` zeroed).
+        """
+        valid, padded = self.valid_tokens, k.shape[1]
+        k, v = k[:, :valid], v[:, :valid]
+        if q.shape[1] == padded:
+            return jnp.pad(self(q[:, :valid], k, v, heads=heads), ((0, 0), (0, padded - valid), (0, 0)))
+        if self.axis_name is None:
+            raise ValueError(
+                f"Fp8Attention got {q.shape[1]} queries for {padded} padded keys but no axis_name: a block of "
+                "the queries needs the mesh axis it was split over to know which rows are padding."
+            )
+        first = jax.lax.axis_index(self.axis_name) * q.shape[1]
+        real = (first + jnp.arange(q.shape[1]) < valid)[None, :, None]
+        return self(jnp.where(real, q, jnp.zeros((), q.dtype)), k, v, heads=heads)
 
     def _scales(self, q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
         """`(B, 3)` float32: each sample's max |x| / 448 of q, k and v (float32; over `axis_name` too)."""

@@ -358,7 +358,8 @@ class SequenceParallel:
 
         attention = around(ops.default)
         ops = ops.with_overrides(attn1=attention.video_self_attention, video_to_audio_attn=attention.video_to_audio)
-        return ops.with_fp8_overrides(attn1=around(ops.fp8_local(self.axes)).video_self_attention)
+        fp8 = around(ops.fp8_local(self.axes, valid_tokens=tokens))
+        return ops.with_fp8_overrides(attn1=fp8.video_self_attention)
 
     def lower(
         self, video: Modality, audio: Modality | None, perturbations: BatchedPerturbationConfig | None = None
