@@ -84,6 +84,23 @@ def test_masked_and_padded_calls_go_to_the_fallback():
         assert fp8_attention_unsupported(q, HEADS, options.get("mask"), options.get("key_value_seq_lengths"))
         expected = xla_attention(q, k, v, heads=HEADS, **options)
         np.testing.assert_array_equal(np.asarray(attention(q, k, v, heads=HEADS, **options)), np.asarray(expected))
+    # Told the real token count, a call with a mask besides the key lengths still goes to the fallback.
+    both = {"mask": mask, "key_value_seq_lengths": jnp.array([20, 20], jnp.int32)}
+    expected = xla_attention(q, k, v, heads=HEADS, **both)
+    got = Fp8Attention(fallback=xla_attention, valid_tokens=20)(q, k, v, heads=HEADS, **both)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+
+
+def test_a_padded_call_that_fp8_cannot_run_goes_to_the_fallback_without_the_pad_tokens():
+    """A head dim cuDNN's fp8 kernel does not take (12): the fallback attends over the 20 real keys; the pad
+    rows come back zero."""
+    q, k, v = (jnp.asarray(x[..., : HEADS * 12]) for x in random_qkv())
+    lengths = jnp.array([20, 20], jnp.int32)
+    padded = Fp8Attention(fallback=xla_attention, valid_tokens=20)
+    got = np.asarray(padded(q, k, v, heads=HEADS, key_value_seq_lengths=lengths))
+    expected = np.asarray(xla_attention(q, k, v, heads=HEADS, key_value_seq_lengths=lengths))
+    np.testing.assert_allclose(got[:, :20], expected[:, :20], rtol=1e-6, atol=1e-6)
+    assert not got[:, 20:].any()
 
 
 def test_quantize_fp8_marks_video_self_attention_of_its_blocks_and_it_moves_the_output_by_fp8_rounding():
@@ -106,13 +123,14 @@ def test_quantize_fp8_marks_video_self_attention_of_its_blocks_and_it_moves_the_
 
 
 @pytest.mark.parametrize("strategy", ["ulysses", "allgather_kv"])
-@pytest.mark.parametrize("valid", [48, 47])
+@pytest.mark.parametrize("valid", [48, 47, 20])
 def test_sequence_parallel_fp8_attention_uses_the_scales_of_one_device(strategy, valid):
     """Under Ulysses each device holds half the heads after the exchange, under all-gathered keys half the
     queries; its scales are the maxima over the mesh axis (`axis_name`), so the result equals one device's
     (heads and tokens differ in size, so each half's own maximum would round differently). With 47 real
     tokens padded to 48, the pad token (ten times the others, so its maximum would set every scale) is
-    dropped: the real tokens' output equals one device's on those 47, in fp8, not in the bf16 fallback."""
+    dropped: the real tokens' output equals one device's on those 47, in fp8, not in the bf16 fallback; so
+    with 20 of 48, where one device's block is all padding."""
     rng = np.random.default_rng(0)
     sizes = np.repeat(np.array([3.0, 1.0, 1.0, 0.5], np.float32), HEAD_DIM)
     tokens = np.linspace(2.0, 0.5, 48, dtype=np.float32)[:, None]
@@ -138,10 +156,12 @@ def test_sequence_parallel_fp8_attention_uses_the_scales_of_one_device(strategy,
     assert relative_error(expected, np.asarray(xla_attention(q[real], k[real], v[real], heads=4))) > 1e-3
 
 
-def test_sequence_parallel_runs_fp8_attention_on_the_gathered_sequence(monkeypatch):
-    """Under Ulysses the marked `attn1` runs `Fp8Attention` after the exchange. The whole model stays within
-    fp8's rounding of one device's (measured 1.3e-2 video: the attention matches, but its output lies on
-    e4m3's grid and `to_out`'s per-token rounding breaks its ties either way on float32 noise)."""
+@pytest.mark.parametrize("tokens", [48, 47])
+def test_sequence_parallel_runs_fp8_attention_on_the_gathered_sequence(monkeypatch, tokens):
+    """Under Ulysses the marked `attn1` runs `Fp8Attention` after the exchange, told the real token count. The
+    whole model stays within fp8's rounding of one device's (measured 1.3e-2 video: the attention matches, but
+    its output lies on e4m3's grid and `to_out`'s per-token rounding breaks its ties either way on float32
+    noise), with 47 tokens padded to 48 too."""
     model = quantize_fp8(jax_model(CFG, torch_model(CFG, 0)))
     locals_seen = []
     original = UlyssesAttention.video_self_attention
@@ -151,11 +171,11 @@ def test_sequence_parallel_runs_fp8_attention_on_the_gathered_sequence(monkeypat
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(UlyssesAttention, "video_self_attention", spy)
-    video, audio = default_inputs(CFG, batch=2, video_tokens=48)
+    video, audio = default_inputs(CFG, batch=2, video_tokens=tokens)
     video, audio = video.to_jax(), audio.to_jax()
     ours = SequenceParallel(model, make_mesh(2))(video, audio)
     assert xla_attention in locals_seen  # block 0's
-    assert Fp8Attention(xla_attention, axis_name="sp", valid_tokens=48) in locals_seen  # block 1's
+    assert Fp8Attention(xla_attention, axis_name="sp", valid_tokens=tokens) in locals_seen  # block 1's
     single = jax.jit(lambda v, a: model(v, a))(video, audio)
     for o, r in zip(ours, single, strict=True):
         assert relative_error(o, np.asarray(r)) < FP8_EFFECT[1] / 3

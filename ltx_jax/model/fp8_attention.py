@@ -23,11 +23,12 @@ beside it, e.g. the other guidance passes):
 Where it runs: on a GPU from Hopper on (compute capability 9.0), with bf16/fp16 activations, a head dim
 that is a multiple of 16 up to 256, and no mask or key padding (cuDNN's fp8 kernel takes neither);
 elsewhere on a GPU the call goes to the model's bf16 backend. Sequence parallelism's padding is the
-exception: it knows its real token count (`valid_tokens`), and the pad tokens are dropped before the
-kernel, which takes any length (benchmarks/probe_fp8_attention_lengths.py). On the CPU the same steps run in XLA
-(`emulated_fp8_attention`: scores materialized, any float dtype), so tests see fp8's rounding; the kernel's
-own order of work puts it 3.7e-2 (relative L2) from that emulation at the probe's shapes. Other platforms
-run the bf16 backend. A call that runs in bf16 logs why, once per reason.
+exception where there is no mask: it knows its real token count (`valid_tokens`), and the pad keys and
+values are dropped before the kernel, which took every length probed
+(benchmarks/probe_fp8_attention_lengths.py). On the CPU the same steps run in XLA (`emulated_fp8_attention`:
+scores materialized, any float dtype), so tests see fp8's rounding; the kernel's own order of work puts it
+3.7e-2 (relative L2) from that emulation at the probe's shapes. Other platforms run the bf16 backend. A call
+that runs in bf16 logs why, once per reason.
 
 The cuDNN kernel is reached through JAX's private `jax._src.cudnn.fused_attention_stablehlo` (the
 public `jax.nn.dot_product_attention` has no fp8 path), as `attention_backends` does for the
@@ -118,8 +119,9 @@ class Fp8Attention:
     with the scales one device would use, whatever part of the heads or tokens it holds.
 
     `valid_tokens`: the real token count of a sequence that sequence parallelism padded (to a multiple of
-    the mesh size). A call with key lengths then drops the pad tokens (`_without_padding`) and runs in fp8;
-    without it such a call goes to `fallback`.
+    the mesh size). A call with key lengths and no mask then drops the pad keys and values
+    (`_without_padding`) and runs in fp8, taking the lengths to be `valid_tokens` for every sample (as
+    sequence parallelism passes them; their values are not read); without it such a call goes to `fallback`.
     """
 
     fallback: LocalAttentionFn
@@ -167,8 +169,9 @@ class Fp8Attention:
         one a device holding only the real tokens would use.
 
         `k`, `v` `(B, T_padded, H*D)`. `q` is either the whole sequence (Ulysses: `(B, T_padded, H*D)`, its pad
-        rows dropped and their output zero, which the caller discards) or this device's contiguous block of
-        it (all-gathered keys: the rows past `valid_tokens` zeroed).
+        rows dropped and their output zero) or this device's contiguous block of it (all-gathered keys: the
+        rows past `valid_tokens` zeroed). A pad token's output is never read by a real token (pad keys are
+        dropped or excluded by length everywhere) and is cut when the sequence is gathered at the end.
         """
         valid, padded = self.valid_tokens, k.shape[1]
         k, v = k[:, :valid], v[:, :valid]
@@ -177,7 +180,8 @@ class Fp8Attention:
         if self.axis_name is None:
             raise ValueError(
                 f"Fp8Attention got {q.shape[1]} queries for {padded} padded keys but no axis_name: a block of "
-                "the queries needs the mesh axis it was split over to know which rows are padding."
+                "the queries needs the mesh axis it was split over to know which rows are padding. Pass "
+                "axis_name (SequenceParallel passes its mesh axes)."
             )
         first = jax.lax.axis_index(self.axis_name) * q.shape[1]
         real = (first + jnp.arange(q.shape[1]) < valid)[None, :, None]

@@ -358,7 +358,7 @@ class SequenceParallel:
 
         attention = around(ops.default)
         ops = ops.with_overrides(attn1=attention.video_self_attention, video_to_audio_attn=attention.video_to_audio)
-        fp8 = around(ops.fp8_local(self.axes, valid_tokens=tokens))
+        fp8 = around(ops.fp8_local(self.axes, valid_tokens=tokens))  # "ring"/"usp" never call its local
         return ops.with_fp8_overrides(attn1=fp8.video_self_attention)
 
     def lower(
