@@ -134,7 +134,7 @@ def main() -> None:
         "--runs", nargs="+", choices=["reference", "cold", "warm"], default=["reference", "cold", "warm"]
     )
     parser.add_argument("--cache-dir", type=Path, default=Path("/tmp/ltx_jax_bench_cache"))
-    parser.add_argument("--quantization", default="none", help="generate.py's --quantization (none, fp8-cast)")
+    parser.add_argument("--quantization", default="none", help="generate.py's --quantization (none, fp8-cast, fp8)")
     parser.add_argument("--out-dir", type=Path, default=Path(os.environ.get("OUT", "/tmp")))
     parser.add_argument("--timeline", action="store_true", help="generate.py under benchmarks/generate_timeline.py")
     args = parser.parse_args()

@@ -36,7 +36,8 @@
 #              own empty cache
 #   coldbefore, warmbefore   the cold and warm runs of the tree before a change (its own compilation cache):
 #              git archive REV ltx_jax scripts benchmarks/bench_generate.py | tar -x -C .trees/before (carried)
-#   fp8cold, fp8warm   two-stage 1024x1536x121 with --quantization fp8-cast, cold and warm (its own cache)
+#   fp8cold, fp8warm   two-stage 1024x1536x121 with --quantization $QUANT (fp8-cast unless set; fp8), cold and
+#              warm (a cache of its own per QUANT)
 #   timeline   bench_generate.py --timeline: generate.py two-stage 1024x1536x121 under generate_timeline.py, cold
 #              then warm (a cache of its own); phase tables in timeline.txt, reports in timeline-{cold,warm}.txt
 #   distilled  the distilled flow at 768x512x121 (sglang's published size), the same three runs (the synthetic
@@ -179,9 +180,10 @@ if [[ " $PARTS " == *" timeline "* ]]; then
 fi
 for run in fp8cold fp8warm; do
     [[ " $PARTS " == *" $run "* ]] || continue
+    quant=${QUANT:-fp8-cast}
     PYTHONPATH=/tmp/site:$PWD timeout 560 python3 benchmarks/bench_generate.py "$DATA/manifest.json" --flow two-stage \
-        --runs "${run#fp8}" --quantization fp8-cast --cache-dir /tmp/compile_cache_fp8 --out-dir "$OUT" 2>&1 \
-        | tee "$OUT/generate-$run.txt"
+        --runs "${run#fp8}" --quantization "$quant" --cache-dir "/tmp/compile_cache_$quant" --out-dir "$OUT" 2>&1 \
+        | tee "$OUT/generate-$run-$quant.txt"
     rm -f "$OUT"/*.mp4
 done
 if [[ " $PARTS " == *" distilled "* ]]; then
