@@ -7,6 +7,7 @@ Against the unquantized model the output moves by what fp8's 3-bit mantissa cost
 bounded below), which is the quality question; docs/quantization.md has the production-width numbers.
 """
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -23,6 +24,7 @@ from ltx_jax.model.lora import LoraWeights, with_lora
 from ltx_jax.model.quantization import (
     FP8,
     Fp8Linear,
+    fp8_matmuls_upcast,
     fp8_targets,
     from_fp8,
     is_fp8_cast_key,
@@ -207,6 +209,23 @@ def test_quantizing_values_on_the_fp8_grid_is_exact():
     values, scale = quantize_per_tensor(jnp.asarray(kernel))
     assert float(scale) == 2**-3
     np.testing.assert_array_equal(np.asarray(from_fp8(values, scale, jnp.float32)), kernel)
+
+
+@pytest.mark.parametrize(("capability", "warned"), [("8.0", True), ("8.6", True), ("8.9", False), ("9.0", False)])
+def test_quantize_fp8_warns_on_a_gpu_without_fp8_tensor_cores(monkeypatch, caplog, capability, warned):
+    """An A100 (8.0) or an RTX 30 (8.6) multiplies fp8 only by upcasting: quantize_fp8 says so and names
+    fp8-cast; Ada (8.9) and Hopper (9.0) do not warn, nor does the CPU (the tests' own runs)."""
+    assert fp8_matmuls_upcast() is None  # on the CPU
+    gpu = type("Gpu", (), {"device_kind": "Some GPU", "compute_capability": capability})()
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(jax, "local_devices", lambda: [gpu])
+    with caplog.at_level("WARNING", logger="ltx_jax.model.quantization"):
+        quantize_fp8(jax_model(CFG, torch_model(CFG, 0)))
+    warnings = [r.getMessage() for r in caplog.records if "no fp8 tensor cores" in r.getMessage()]
+    assert bool(warnings) == warned
+    if warned:
+        assert f"compute capability {capability}" in warnings[0]
+        assert "fp8-cast" in warnings[0]
 
 
 def test_fp8_quantizes_the_references_blocks_and_moves_the_output_by_fp8_rounding():
