@@ -211,10 +211,13 @@ def test_quantizing_values_on_the_fp8_grid_is_exact():
     np.testing.assert_array_equal(np.asarray(from_fp8(values, scale, jnp.float32)), kernel)
 
 
-@pytest.mark.parametrize(("capability", "warned"), [("8.0", True), ("8.6", True), ("8.9", False), ("9.0", False)])
+@pytest.mark.parametrize(
+    ("capability", "warned"), [("8.0", True), ("8.6", True), ("8.9", False), ("9.0", False), ("gfx90a", False)]
+)
 def test_quantize_fp8_warns_on_a_gpu_without_fp8_tensor_cores(monkeypatch, caplog, capability, warned):
     """An A100 (8.0) or an RTX 30 (8.6) multiplies fp8 only by upcasting: quantize_fp8 says so and names
-    fp8-cast; Ada (8.9) and Hopper (9.0) do not warn, nor does the CPU (the tests' own runs)."""
+    fp8-cast; Ada (8.9) and Hopper (9.0) do not warn, nor does the CPU (the tests' own runs) or a GPU whose
+    capability is no CUDA version (ROCm's gfx90a)."""
     assert fp8_matmuls_upcast() is None  # on the CPU
     gpu = type("Gpu", (), {"device_kind": "Some GPU", "compute_capability": capability})()
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")

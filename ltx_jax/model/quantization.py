@@ -190,8 +190,10 @@ def fp8_matmuls_upcast() -> str | None:
     if jax.default_backend() != "gpu":
         return None
     device = jax.local_devices()[0]
-    capability = getattr(device, "compute_capability", None)
-    if capability is None or tuple(int(part) for part in str(capability).split(".")) >= FP8_TENSOR_CORES:
+    capability = str(getattr(device, "compute_capability", ""))
+    if not all(part.isdigit() for part in capability.split(".")):  # not CUDA's (ROCm names "gfx90a")
+        return None
+    if tuple(int(part) for part in capability.split(".")) >= FP8_TENSOR_CORES:
         return None
     return (
         f"{device.device_kind} (compute capability {capability}) has no fp8 tensor cores: quantization='fp8' "
