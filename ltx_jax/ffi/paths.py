@@ -18,6 +18,7 @@ from pathlib import Path
 
 import jax
 
+from ltx_jax.devices import cuda_compute_capability
 from ltx_jax.user_cache import CACHE_ENV, cache_dir
 
 LIBRARY_ENV = "LTX_JAX_FFI_LIBRARY"  # path of a prebuilt libltx_all2all.so
@@ -43,9 +44,8 @@ def sources_dir() -> Path:
 
 def gpu_arch() -> str | None:
     """nvcc's -arch for the first local device if it is a CUDA GPU (compute capability "9.0" -> "sm_90")."""
-    capability = getattr(jax.local_devices()[0], "compute_capability", None)
-    match = re.fullmatch(r"(\d+)\.(\d+)", str(capability))
-    return f"sm_{match.group(1)}{match.group(2)}" if match else None
+    capability = cuda_compute_capability()
+    return None if capability is None else f"sm_{capability[0]}{capability[1]}"
 
 
 def resolve_arch(arch: str | None = None) -> str:

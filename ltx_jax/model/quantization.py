@@ -42,6 +42,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from ltx_jax.devices import cuda_compute_capability
+
 Quantization = Literal["none", "fp8-cast", "fp8"]
 QUANTIZATIONS: tuple[Quantization, ...] = ("none", "fp8-cast", "fp8")
 FP8 = jnp.float8_e4m3fn
@@ -186,19 +188,14 @@ def fp8_targets(model: nnx.Module) -> list[tuple[tuple[Any, ...], nnx.Module, st
 
 def fp8_matmuls_upcast() -> str | None:
     """Why this machine's GPU cannot multiply in fp8 (its compute capability is below `FP8_TENSOR_CORES`, so
-    XLA upcasts the fp8 operands and multiplies in a wider type), or None: it can, or no GPU runs the model."""
-    if jax.default_backend() != "gpu":
-        return None
-    device = jax.local_devices()[0]
-    capability = str(getattr(device, "compute_capability", ""))
-    if not all(part.isdigit() for part in capability.split(".")):  # not CUDA's (ROCm names "gfx90a")
-        return None
-    if tuple(int(part) for part in capability.split(".")) >= FP8_TENSOR_CORES:
+    XLA upcasts the fp8 operands and multiplies in a wider type), or None: it can, or no CUDA GPU runs the model."""
+    capability = cuda_compute_capability()
+    if capability is None or capability >= FP8_TENSOR_CORES:
         return None
     return (
-        f"{device.device_kind} (compute capability {capability}) has no fp8 tensor cores: quantization='fp8' "
-        "runs its matmuls on upcast operands, which saves no time over bf16. quantization='fp8-cast' halves "
-        "the same weights' memory."
+        f"{jax.local_devices()[0].device_kind} (compute capability {capability[0]}.{capability[1]}) has no fp8 "
+        "tensor cores: quantization='fp8' runs its matmuls on upcast operands, which saves no time over bf16. "
+        "quantization='fp8-cast' halves the same weights' memory."
     )
 
 
