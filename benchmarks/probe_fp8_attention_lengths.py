@@ -15,12 +15,11 @@ import argparse
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from probe_fp8_gemm import median_ms  # beside this script
+from probe_fp8_attention import errors, quantize  # beside this script
+from probe_fp8_gemm import median_ms
 
 from ltx_jax.model.attention_backends import cudnn_attention
 from ltx_jax.model.fp8_attention import Fp8Attention, cudnn_fp8_attention, emulated_fp8_attention
-from ltx_jax.model.quantization import per_tensor_scale, to_fp8
 
 HEADS, DIM = 32, 128
 EMULATED_SCORES = 8192 * 8192  # query x key pairs up to which the emulation's float32 scores fit (32 heads: 8 GiB)
@@ -33,16 +32,8 @@ def operands(tokens_q: int, tokens_k: int) -> tuple[list[jax.Array], list[jax.Ar
         jax.random.normal(key, (1, t, HEADS * DIM), jnp.bfloat16)
         for key, t in zip(keys, (tokens_q, tokens_k, tokens_k), strict=True)
     ]
-    fp8 = []
-    for x in plain:
-        scale = per_tensor_scale(x)
-        fp8 += [to_fp8(x.reshape(1, x.shape[1], HEADS, DIM), scale), jnp.reshape(scale, (1, 1, 1, 1))]
+    fp8 = [part for x in plain for part in quantize(x.reshape(1, x.shape[1], HEADS, DIM))]
     return plain, fp8
-
-
-def relative_l2(a: jax.Array, b: jax.Array) -> float:
-    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
 def probe(tokens_q: int, tokens_k: int) -> str:
@@ -55,7 +46,7 @@ def probe(tokens_q: int, tokens_k: int) -> str:
     against = "vs emulation not run (its scores would not fit)"
     if tokens_q * tokens_k <= EMULATED_SCORES:
         emulated = jax.jit(emulated_fp8_attention)(*fp8).astype(jnp.float32)
-        against = f"vs emulation {relative_l2(got, emulated):.2e}"
+        against = f"vs emulation {errors(got, emulated)['relative_l2']:.2e}"
     bf16 = jax.jit(lambda q, k, v: cudnn_attention(q, k, v, heads=HEADS))
     fp8_ms, bf16_ms = median_ms(kernel, *fp8), median_ms(bf16, *plain)
     return f"runs; {against}; fp8 kernel {fp8_ms:.3f} ms, bf16 {bf16_ms:.3f} ms ({fp8_ms / bf16_ms:.3f}x)"

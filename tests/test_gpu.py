@@ -227,19 +227,29 @@ def test_ring_cudnn_on_all_gpus_equals_one_gpu(strategy, tokens, mask):
         assert relative_error(np.asarray(s, np.float32), np.asarray(r, np.float32)) <= BF16_TOLERANCE
 
 
+FP8_HEADS, FP8_HEAD_DIM, FP8_TOKENS = 4, 128, 1024
+
+
+def fp8_operands() -> tuple[jax.Array, jax.Array, jax.Array]:
+    """q, k, v `(2, 1024, 4*128)` in bf16, k and v with a mean over the tokens (which the fp8 path takes out);
+    skips where this GPU runs no fp8 attention."""
+    rng = np.random.default_rng(0)
+    shape, width = (2, FP8_TOKENS, FP8_HEADS * FP8_HEAD_DIM), FP8_HEADS * FP8_HEAD_DIM
+    q, k, v = (
+        jnp.asarray(rng.standard_normal(shape) + rng.standard_normal(width) * m, jnp.bfloat16) for m in (0, 2, 4)
+    )
+    if fp8_attention_unsupported(q, FP8_HEADS, None, None):
+        pytest.skip(fp8_attention_unsupported(q, FP8_HEADS, None, None))
+    return q, k, v
+
+
 def test_fp8_attention_runs_cudnns_fp8_kernel_close_to_its_emulation():
     """On Hopper, `Fp8Attention` runs cuDNN's fp8 flash attention. Its attention part (the output less v's
     mean, which comes back exactly) stays within fp8's rounding of float32 attention, and the kernel within
     fp8's rounding of `emulated_fp8_attention` (the CPU's) on the same zero-mean operands (3.7e-2 relative L2
     at 32 heads and 6,144 tokens in benchmarks/probe_fp8_attention.py)."""
-    rng = np.random.default_rng(0)
-    heads, dim, tokens = 4, 128, 1024
-    q, k, v = (
-        jnp.asarray(rng.standard_normal((2, tokens, heads * dim)) + rng.standard_normal(heads * dim) * m, jnp.bfloat16)
-        for m in (0, 2, 4)
-    )
-    if fp8_attention_unsupported(q, heads, None, None):
-        pytest.skip(fp8_attention_unsupported(q, heads, None, None))
+    heads, dim, tokens = FP8_HEADS, FP8_HEAD_DIM, FP8_TOKENS
+    q, k, v = fp8_operands()
     fp8 = jax.jit(lambda q, k, v: Fp8Attention(fallback=xla_attention)(q, k, v, heads=heads))
     program = fp8.lower(q, k, v).compile().as_text()
     assert program.count('custom_call_target="__cudnn$fmhaSoftmaxF8"') == 2  # one call per sample
@@ -260,14 +270,8 @@ def test_fp8_attention_drops_sequence_parallel_padding_and_stays_in_fp8():
     Ulysses passes it) runs cuDNN's fp8 kernel on the 1,000 real tokens: their rows equal the fp8 attention of
     those tokens alone (a separate program, so within one e4m3 step of the output), the pad rows are zero, and
     the result is fp8's, not the bf16 fallback's."""
-    rng = np.random.default_rng(0)
-    heads, dim, tokens, valid = 4, 128, 1024, 1000
-    q, k, v = (
-        jnp.asarray(rng.standard_normal((2, tokens, heads * dim)) + rng.standard_normal(heads * dim) * m, jnp.bfloat16)
-        for m in (0, 2, 4)
-    )
-    if fp8_attention_unsupported(q, heads, None, None):
-        pytest.skip(fp8_attention_unsupported(q, heads, None, None))
+    heads, valid = FP8_HEADS, 1000
+    q, k, v = fp8_operands()
     lengths = jnp.full((2,), valid, jnp.int32)
     padded = jax.jit(
         lambda q, k, v: Fp8Attention(xla_attention, valid_tokens=valid)(
