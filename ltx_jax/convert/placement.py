@@ -18,6 +18,8 @@ import numpy as np
 from jax.sharding import NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
 
+from ltx_jax.parallel.launch import launched
+
 # Tensors read and placed at once. The 38 GB LTX-2.3 DiT loaded on an H200 in 12.1 s with 8 of them,
 # 8.8 s with 16 and 9.9 s with 32 (bench_load.py --load-threads; docs/benchmarks.md).
 LOAD_THREADS = 16
@@ -71,7 +73,7 @@ def mirrored(sharding: Sharding, ndim: int) -> Sharding:
 
 @functools.cache
 def _transpose_into(sharding: Sharding) -> Callable[[jax.Array], jax.Array]:
-    return jax.jit(lambda x: x.T, out_shardings=sharding)
+    return launched(jax.jit(lambda x: x.T, out_shardings=sharding))
 
 
 def make_transposed_array_from_reader(

@@ -10,8 +10,9 @@ three kinds of jitted `shard_map`, where every block with the same module struct
 kinds of skipped attention (`MaskedSkips`) calls one compiled program. Which samples skip an
 attention is an input (`BatchedPerturbationConfig.masked_at_blocks`), so STG's perturbed block runs
 the others' program: a second one took 3.8 s of a cold run's stage 1 on an H200. Python dispatches
-them in turn and the device runs them back to back (dispatch is asynchronous and costs microseconds
-against milliseconds of work per block).
+them in turn, through `launch` (which keeps the queue of unfinished programs short: see
+`ltx_jax.parallel.launch`), and the device runs them back to back (dispatch is asynchronous and costs
+microseconds against milliseconds of work per block).
 
 Between the programs each device's values stay where they are: they travel as arrays with a leading
 axis of one entry per device, sharded over the sequence axes (`to_carry`), so any pytree passes
@@ -35,6 +36,7 @@ from ltx_jax.guidance.perturbations import BatchedPerturbationConfig, MaskedSkip
 from ltx_jax.model.attention import AttentionOps
 from ltx_jax.model.model import DIT_COMPILER_OPTIONS
 from ltx_jax.model.transformer_args import TransformerArgs
+from ltx_jax.parallel.launch import launched
 from ltx_jax.parallel.mesh import SequenceAxes
 
 KEPT_MASK_PLANS = 8  # perturbation configs whose keep-masks stay on the devices (a guided run uses one or two)
@@ -116,8 +118,12 @@ class BlockPrograms:
         def finish_local(state: nnx.State, xs: tuple, rest: tuple) -> tuple:
             return finish(state, join_streams(from_carry(xs), from_carry(rest)))
 
-        self._prepare = jit(shard_map(prepare_local, in_specs=(outer_specs, *prepare_in_specs), out_specs=carry))
-        self._finish = jit(shard_map(finish_local, in_specs=(outer_specs, carry, carry), out_specs=finish_out_specs))
+        self._prepare = launched(
+            jit(shard_map(prepare_local, in_specs=(outer_specs, *prepare_in_specs), out_specs=carry))
+        )
+        self._finish = launched(
+            jit(shard_map(finish_local, in_specs=(outer_specs, carry, carry), out_specs=finish_out_specs))
+        )
         self._block_programs: dict[nnx.GraphDef, Callable] = {}
         self._compiling = threading.Lock()
         for block in self._blocks:
@@ -139,7 +145,9 @@ class BlockPrograms:
             in_specs = (block.specs, carry, carry, P())
             return shard_map(local, in_specs=in_specs, out_specs=carry)(state, xs, rest, masks)
 
-        return jax.jit(run, static_argnames=("skips",), donate_argnums=(1,), compiler_options=DIT_COMPILER_OPTIONS)
+        return launched(
+            jax.jit(run, static_argnames=("skips",), donate_argnums=(1,), compiler_options=DIT_COMPILER_OPTIONS)
+        )
 
     def _skip_plan(self, perturbations: BatchedPerturbationConfig) -> tuple[tuple[MaskedSkips, jax.Array], ...]:
         """`perturbations.masked_at_blocks` with the masks on the devices, placed once per config (a

@@ -22,6 +22,7 @@ from jax.sharding import Mesh
 
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model.abstract import abstract_module
+from ltx_jax.parallel.launch import launched
 from ltx_jax.text_encoders.gemma.embeddings_processor import (
     EmbeddingsProcessor,
     EmbeddingsProcessorConfigurator,
@@ -36,6 +37,7 @@ from ltx_jax.text_encoders.gemma.tokenizer import TOKENIZER_MAX_LENGTH
 _FIELDS = EmbeddingsProcessorOutput._fields  # ("video_encoding", "audio_encoding", "attention_mask")
 
 
+@launched
 @functools.partial(jax.jit, compiler_options=GEMMA_COMPILER_OPTIONS)
 def _process(graphdef: nnx.GraphDef, state: nnx.State, hidden: jax.Array, mask: jax.Array) -> EmbeddingsProcessorOutput:
     return nnx.merge(graphdef, state).process_hidden_states(hidden, mask)

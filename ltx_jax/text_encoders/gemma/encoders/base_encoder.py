@@ -8,8 +8,7 @@ the embeddings processor. Prompt enhancement (text generation) is not ported.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jax
@@ -17,6 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
+from ltx_jax.parallel.launch import launched
 from ltx_jax.text_encoders.gemma.encoders.encoder_configurator import create_gemma_model
 from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel, split_layers
 from ltx_jax.text_encoders.gemma.tokenizer import TOKENIZER_MAX_LENGTH, LTXGemmaTokenizer
@@ -24,7 +24,10 @@ from ltx_jax.text_encoders.gemma.tokenizer import TOKENIZER_MAX_LENGTH, LTXGemma
 # cuBLAS for every matrix product instead of XLA's Triton GEMM fusions, whose autotuning made compiling
 # Gemma 3 12B's encoder programs the slowest part of a cold run's prompt encoding (docs/benchmarks.md)
 GEMMA_COMPILER_OPTIONS: dict[str, bool] = {"xla_gpu_enable_triton_gemm": False}
-_jit = functools.partial(jax.jit, compiler_options=GEMMA_COMPILER_OPTIONS)
+
+
+def _jit(fn: Callable) -> Callable:  # launched: the layers are a chain of programs over the mesh
+    return launched(jax.jit(fn, compiler_options=GEMMA_COMPILER_OPTIONS))
 
 
 @_jit

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from ltx_jax.parallel.launch import launched
 from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel, KVCache, rope_tables, split_layers
 
 PROMPT_BUCKET = 512  # prompts padded to a multiple of this share compiled programs (about 30 s each for 12B)
@@ -187,6 +188,7 @@ def _masks_for(
     return {"full_attention": seen[None, None], "sliding_attention": sliding[None, None]}
 
 
+@launched
 @functools.partial(jax.jit, static_argnames="slots")
 def _prefill_inputs(
     graphdef: nnx.GraphDef,
@@ -208,6 +210,7 @@ def _prefill_inputs(
     return x, rope_tables(model.config, positions, x.dtype), masks
 
 
+@launched
 @jax.jit
 def _prefill_layer(
     graphdef: nnx.GraphDef,
@@ -221,6 +224,7 @@ def _prefill_layer(
     return nnx.merge(graphdef, state).cached(x, cos, sin, mask, cache, jnp.zeros((), jnp.int32))
 
 
+@launched
 @jax.jit
 def _last_hidden(graphdef: nnx.GraphDef, state: nnx.State, x: jax.Array, length: jax.Array) -> jax.Array:
     return nnx.merge(graphdef, state).norm(jax.lax.dynamic_slice_in_dim(x, length - 1, 1, axis=1))
@@ -243,6 +247,7 @@ def choose(logits: jax.Array, sampling: Sampling, key: jax.Array) -> jax.Array:
     return jnp.take_along_axis(indices, picked[:, None], axis=-1)[:, 0].astype(jnp.int32)
 
 
+@launched
 @functools.partial(jax.jit, static_argnames="options")
 def _decode(
     outer: tuple,
