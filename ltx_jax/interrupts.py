@@ -120,6 +120,32 @@ def signals_interrupt() -> Iterator[None]:
         _gather.clear()
 
 
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Within the block (on the main thread), SIGINT, SIGTERM and SIGHUP are only recorded; when it ends,
+    the first one is raised as `Terminated` (in a cluster, left to the next `check_stop`). For work that
+    an exception must not cut in the middle: Orbax's save of a checkpoint part, interrupted, left its
+    writer threads running, and they recreated files in the directory the cleanup was removing.
+    Elsewhere (a worker thread cannot set handlers) it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, *TERMINATING_SIGNALS)}
+    for signum, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(signum, lambda signum, _: received.append(signum))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if received and _gather:
+        _pending.extend(received)
+    elif received:
+        raise Terminated(received[0])
+
+
 def _signum(interrupt: KeyboardInterrupt) -> int:
     return interrupt.signum if isinstance(interrupt, Terminated) else signal.SIGINT
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import sys
 import time
@@ -56,7 +57,7 @@ def guidance_flags(parser: argparse.ArgumentParser, modality: str) -> None:
     reference = reference_guidance(28)
     cfg = getattr(reference, modality).cfg_scale
     for field, (suffix, text) in GUIDANCE_FLAGS.items():
-        kind = {"stg_blocks": int, "skip_step": int}.get(field, float)
+        kind = {"stg_blocks": int, "skip_step": int}.get(field, finite_float)
         extra = {"nargs": "*"} if field == "stg_blocks" else {}
         text = f"CFG scale (reference: {cfg})" if field == "cfg_scale" else text
         group.add_argument(f"--{modality}-{suffix}", dest=f"{modality}.{field}", type=kind, help=text, **extra)
@@ -64,7 +65,7 @@ def guidance_flags(parser: argparse.ArgumentParser, modality: str) -> None:
     group.add_argument(
         f"--{cross}-guidance-scale",
         dest=f"{modality}.modality_scale",
-        type=float,
+        type=finite_float,
         help=f"modality guidance (reference: {_REFERENCE.modality_scale})",
     )
 
@@ -75,6 +76,21 @@ def size_help(name: str, unit: str) -> str:
         f"{unit} (default: {getattr(one, name)} one-stage, {getattr(two, name)} two-stage; "
         f"embedded {getattr(EMBEDDED_DEFAULTS, name)})"
     )
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite number (argparse names the flag in its error); NaN and inf are refused,
+    as they would run to the end and write NaN frames and audio."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+NOT_A_NUMBER = (ValueError, argparse.ArgumentTypeError)
 
 
 def positive_int(text: str) -> int:
@@ -136,7 +152,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     models.add_argument("--distilled-lora", nargs="+", metavar=("PATH", "STRENGTH"), help="stage-2 LoRA [strength]")
     for stage, default in ((1, 0.25), (2, 0.5)):
         models.add_argument(
-            f"--distilled-lora-strength-stage-{stage}", type=float,
+            f"--distilled-lora-strength-stage-{stage}", type=finite_float,
             help=f"two-stage-hq: the distilled LoRA's strength in stage {stage} (default {default})",
         )  # fmt: skip
     models.add_argument(
@@ -159,7 +175,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     gen.add_argument("--height", type=int, help=size_help("height", "pixels"))
     gen.add_argument("--width", type=int, help=size_help("width", "pixels"))
     gen.add_argument("--num-frames", type=int, help=size_help("num_frames", "8k+1 frames"))
-    gen.add_argument("--frame-rate", type=float, help="fps (default 24)")
+    gen.add_argument("--frame-rate", type=finite_float, help="fps (default 24)")
     gen.add_argument("--num-inference-steps", type=int, help="steps (default 30 on 2.3, 40 on 2.0; embedded 8)")
     gen.add_argument("--seed", type=int, help="random seed (default 10)")
     gen.add_argument(
@@ -176,11 +192,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="ic-lora: a grayscale video over the reference's frames (white = full attention) and a strength",
     )  # fmt: skip
     gen.add_argument("--video-path", help="retake: the source video whose --start-time..--end-time is generated again")
-    gen.add_argument("--start-time", type=float, help="retake: seconds where the regenerated span starts")
-    gen.add_argument("--end-time", type=float, help="retake: seconds where it ends (the rest is kept)")
+    gen.add_argument("--start-time", type=finite_float, help="retake: seconds where the regenerated span starts")
+    gen.add_argument("--end-time", type=finite_float, help="retake: seconds where it ends (the rest is kept)")
     gen.add_argument("--audio-path", help="a2vid: the audio (wav, mp3, m4a, a video's track) to make a video for")
-    gen.add_argument("--audio-start-time", type=float, default=0.0, help="a2vid: seconds into --audio-path (default 0)")
-    gen.add_argument("--audio-max-duration", type=float, help="a2vid: seconds of audio (default: the video's length)")
+    gen.add_argument(
+        "--audio-start-time", type=finite_float, default=0.0, help="a2vid: seconds into --audio-path (default 0)"
+    )
+    gen.add_argument(
+        "--audio-max-duration", type=finite_float, help="a2vid: seconds of audio (default: the video's length)"
+    )
     guidance_flags(parser, "video")
     guidance_flags(parser, "audio")
     return parser.parse_args(argv)
@@ -191,9 +211,9 @@ def lora_of(flag: str, values: list[str]) -> Lora:
     if len(values) > 2:
         raise ValueError(f"{flag} takes PATH [STRENGTH], got {len(values)} values: {values}.")
     try:
-        return Lora(values[0], float(values[1]) if len(values) == 2 else 1.0)
-    except ValueError:
-        raise ValueError(f"{flag} {values[0]} {values[1]}: the strength must be a number, e.g. 0.8.") from None
+        return Lora(values[0], finite_float(values[1]) if len(values) == 2 else 1.0)
+    except NOT_A_NUMBER:
+        raise ValueError(f"{flag} {values[0]} {values[1]}: the strength must be a finite number, e.g. 0.8.") from None
 
 
 def guidance_of(args: argparse.Namespace, defaults: Guidance) -> Guidance | None:
@@ -216,10 +236,10 @@ def images_of(args: argparse.Namespace) -> tuple[ImageCondition, ...]:
             raise ValueError(f"--image {given}: give PATH FRAME_IDX STRENGTH [CRF] (3 or 4 values), got {len(values)}.")
         path, frame, strength, *crf = values
         try:
-            images.append(ImageCondition(path, int(frame), float(strength), *(int(c) for c in crf)))
-        except ValueError:
+            images.append(ImageCondition(path, int(frame), finite_float(strength), *(int(c) for c in crf)))
+        except NOT_A_NUMBER:
             raise ValueError(
-                f"--image {given}: FRAME_IDX must be an integer, STRENGTH a number and CRF an integer."
+                f"--image {given}: FRAME_IDX must be an integer, STRENGTH a finite number and CRF an integer."
             ) from None
     return tuple(images)
 
@@ -228,9 +248,9 @@ def reference_videos_of(args: argparse.Namespace) -> tuple[VideoCondition, ...]:
     videos = []
     for path, strength in args.video_conditioning:
         try:
-            videos.append(VideoCondition(path, float(strength)))
-        except ValueError:
-            raise ValueError(f"--video-conditioning {path} {strength}: STRENGTH must be a number.") from None
+            videos.append(VideoCondition(path, finite_float(strength)))
+        except NOT_A_NUMBER:
+            raise ValueError(f"--video-conditioning {path} {strength}: STRENGTH must be a finite number.") from None
     return tuple(videos)
 
 
@@ -240,9 +260,11 @@ def attention_mask_of(args: argparse.Namespace) -> tuple[float, str | None]:
         return 1.0, None
     path, strength = args.conditioning_attention_mask
     try:
-        return float(strength), path
-    except ValueError:
-        raise ValueError(f"--conditioning-attention-mask {path} {strength}: STRENGTH must be a number.") from None
+        return finite_float(strength), path
+    except NOT_A_NUMBER:
+        raise ValueError(
+            f"--conditioning-attention-mask {path} {strength}: STRENGTH must be a finite number."
+        ) from None
 
 
 def retake_of(args: argparse.Namespace) -> RetakeSpan | None:

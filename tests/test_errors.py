@@ -87,6 +87,41 @@ def test_a_signal_during_mp4_writing_leaves_no_file(tmp_path, signum):
     assert list(tmp_path.iterdir()) == []
 
 
+# Seconds after the `.partial-*` directory appears: the conversion below writes about 150 parts in about 2 s
+# on a 2-core machine, so these land before, across and (the last) after its writes.
+CONVERSION_SIGNAL_DELAYS = (0.0, 0.4, 0.8, 1.3, 2.0, 4.0)
+
+
+@pytest.mark.parametrize("delay", CONVERSION_SIGNAL_DELAYS)
+def test_a_signal_at_any_moment_of_a_conversion_leaves_no_partial_directory(tmp_path, delay):
+    """Swept across the writes of many small parts (an interruption inside Orbax's save of a part used to
+    leave `.partial-*` behind: its writer threads went on after the cleanup). Each run ends in one line
+    with 128 + the signal and nothing left, or completes (the signal came after the end)."""
+    signum = SIGNALS[CONVERSION_SIGNAL_DELAYS.index(delay) % len(SIGNALS)]
+    src = tmp_path / "model.safetensors"
+    cfg = ltx_jax.LTXConfig.tiny(num_layers=8)
+    write_checkpoint(src, cfg, official_state(torch_model(cfg).state_dict(), torch.bfloat16))
+    child = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'scripts')!r})\n"
+        "import ltx_jax.convert.orbax_parts as parts\n"
+        "parts.PART_BYTES = 16 * 1024\n"  # many parts: most of the run is inside their saves
+        "import convert_checkpoint\n"
+        f"sys.exit(convert_checkpoint.main([{str(src)!r}, {str(tmp_path / 'out')!r}]))\n"
+    )
+    process = start([sys.executable, "-c", child])
+    wait_for(lambda: any(p.name.startswith(".out.partial-") for p in tmp_path.iterdir()), "partial dir", process)
+    time.sleep(delay)
+    process.send_signal(signum)
+    if process.wait(timeout=120) == 0:  # finished before the signal
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors", "out"]
+        assert (tmp_path / "out" / "ltx_jax_checkpoint.json").is_file()
+        return
+    assert_one_line_interruption(process, signum, "conversion")
+    time.sleep(0.5)  # anything still writing would show up now
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors"]
+
+
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
 def test_a_signal_during_conversion_leaves_no_directory(tmp_path, signum):
     """scripts/convert_checkpoint.py interrupted after creating its `.partial-*` directory: it is removed.

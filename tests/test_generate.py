@@ -29,6 +29,7 @@ from ltx_jax.pipeline import (
     CheckpointFiles,
     ImageCondition,
     LTXPipeline,
+    MultiModalGuiderParams,
     components,
     embedded,
     model_ledger,
@@ -152,15 +153,16 @@ def test_image_at_frame_zero_is_kept_at_strength_one(tmp_path):
         (["--num-frames", "24"], r"8k\+1"),
         (["--height", "100"], "multiple of 32"),
         (["--height", "0"], "height=0 must be a positive multiple of 32"),
-        (["--frame-rate", "nan"], "frame_rate must be a finite number"),
         (["--num-inference-steps", "1"], "at least 2"),
         (["--pipeline", "two-stage", "--height", "96"], "multiple of 64"),
         (["--image", "missing.png", "0", "1.0"], "does not exist"),
-        (["--image", "missing.png", "0", "x"], "STRENGTH a number"),
+        (["--image", "missing.png", "0", "x"], "STRENGTH a finite number"),
+        (["--image", "missing.png", "0", "nan"], "STRENGTH a finite number"),
         (["--image", "missing.png", "0"], "3 or 4 values"),
         (["--pipeline", "ic-lora", "--height", "128", "--width", "128"], "needs at least one reference video"),
         (["--skip-stage-2"], "skip_stage_2 \\(--skip-stage-2\\) belongs to the ic-lora flow"),
-        (["--video-conditioning", "missing.mp4", "x"], "STRENGTH must be a number"),
+        (["--video-conditioning", "missing.mp4", "x"], "STRENGTH must be a finite number"),
+        (["--video-conditioning", "missing.mp4", "inf"], "STRENGTH must be a finite number"),
         (
             ["--conditioning-attention-mask", "mask.mp4", "0.5"],
             "mask \\(--conditioning-attention-mask\\) belong to the ic-lora",
@@ -362,6 +364,32 @@ def test_counts_below_one_are_usage_errors_naming_the_flag(flag, capsys):
             generate.parse_args([flag, value])
         assert exit_info.value.code == 2
         assert f"argument {flag}" in capsys.readouterr().err
+
+
+NUMBER_FLAGS = [
+    *(f"--{modality}-{suffix}" for modality in ("video", "audio") for suffix in (
+        "cfg-guidance-scale", "stg-guidance-scale", "rescale-scale")),
+    "--a2v-guidance-scale", "--v2a-guidance-scale", "--frame-rate", "--start-time", "--end-time",
+    "--audio-start-time", "--audio-max-duration", "--distilled-lora-strength-stage-1",
+    "--distilled-lora-strength-stage-2",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("flag", NUMBER_FLAGS)
+def test_numbers_that_are_not_finite_are_usage_errors_naming_the_flag(flag, capsys):
+    """NaN or inf would run to the end and write NaN frames and audio (exit 0)."""
+    for value in ("nan", "inf", "x"):  # "-inf" reads as a flag: argparse names the missing value itself
+        with pytest.raises(SystemExit) as exit_info:
+            generate.parse_args([flag, value])
+        assert exit_info.value.code == 2
+        assert f"argument {flag}: {value!r} is not a" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field", ["cfg_scale", "stg_scale", "rescale_scale", "modality_scale"])
+def test_the_library_refuses_guidance_that_is_not_finite(field):
+    for value in (float("nan"), float("inf"), "2"):
+        with pytest.raises(ValueError, match=f"MultiModalGuiderParams.{field} must be a finite number"):
+            MultiModalGuiderParams(**{field: value})
 
 
 def test_the_library_refuses_the_same_counts():

@@ -21,6 +21,7 @@ import numpy as np
 from orbax.checkpoint import v1 as ocp
 
 from ltx_jax.convert.state_dict import named_keys
+from ltx_jax.interrupts import signals_deferred
 
 PART_BYTES = 256 * 2**20  # converted bytes held in memory before they are written as a part
 # Parts restored at once by a single process. 16 rather than 8: 3.74 against 3.43 GB/s for 8 GB of 256 MB
@@ -82,7 +83,7 @@ class PartWriter:
     def _flush(self) -> None:
         context = ocp.Context()
         context.array.saving.use_compression = False
-        with context:
+        with context, signals_deferred():  # a signal stops the conversion between parts, not inside one
             ocp.save(part_dir(self.directory, len(self.parts)), nest(self._pending))
         self.parts.append([manifest_key(path) for path in self._pending])
         self._pending, self._pending_bytes = {}, 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -34,8 +35,12 @@ class MultiModalGuiderParams:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stg_blocks", tuple(self.stg_blocks or ()))
-        if self.skip_step < 0:
-            raise ValueError(f"skip_step must be >= 0, got {self.skip_step}.")
+        for name in ("cfg_scale", "stg_scale", "rescale_scale", "modality_scale"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise ValueError(f"MultiModalGuiderParams.{name} must be a finite number, got {value!r}.")
+        if isinstance(self.skip_step, bool) or not isinstance(self.skip_step, numbers.Integral) or self.skip_step < 0:
+            raise ValueError(f"MultiModalGuiderParams.skip_step must be an integer >= 0, got {self.skip_step!r}.")
 
     def do_unconditional_generation(self) -> bool:
         return not math.isclose(self.cfg_scale, 1.0)
