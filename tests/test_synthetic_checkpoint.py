@@ -6,6 +6,7 @@ import dataclasses
 import gc
 import json
 import pathlib
+import subprocess
 import sys
 import weakref
 from unittest import mock
@@ -279,3 +280,27 @@ def test_writer_is_deterministic_and_leaves_nothing_behind_on_failure(tmp_path):
     assert not list(tmp_path.glob("y.safetensors*"))
     with pytest.raises(ValueError, match="layers must be a positive layer count"):
         synthetic.make_synthetic_checkpoint(tmp_path, layers=0)
+
+
+# Three prompts: three Gemma encodings and six DiT forwards, each a chain of 48 programs over the mesh. Before
+# ltx_jax.parallel.launch, the same command with four prompts aborted in 4 of 4 runs (XLA: "Expected 8 threads to
+# join the rendezvous, but only 7 of them arrived"), right after Gemma loaded.
+STRESS_PROMPTS = ("a fox", "a wolf", "a cat")
+STRESS_TIMEOUT_S = 400
+
+
+def test_generate_on_full_depth_tiny_files_survives_chains_of_collective_programs(tmp_path):
+    """scripts/generate.py --mesh 8 as a user runs it (its own process: XLA aborts the whole process) on --tiny
+    files of all 48 DiT and Gemma layers: every video is written, the process ends with status 0."""
+    files = synthetic.make_synthetic_checkpoint(tmp_path / "files", tiny=True, workers=2)
+    out = tmp_path / "out.mp4"
+    command = [
+        sys.executable, "scripts/generate.py", "--mesh", "8", "--checkpoint-path", files["checkpoint"],
+        "--gemma-root", files["gemma_root"], "--height", "128", "--width", "192", "--num-frames", "9",
+        "--num-inference-steps", "2", "--output-path", str(out), "--compile-cache-dir", str(tmp_path / "cache"),
+        *(arg for prompt in STRESS_PROMPTS for arg in ("--prompt", prompt)),
+    ]  # fmt: skip
+    root = pathlib.Path(__file__).parents[1]
+    result = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=STRESS_TIMEOUT_S, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.glob("out-*.mp4")) == ["out-001.mp4", "out-002.mp4", "out-003.mp4"]
