@@ -15,6 +15,7 @@ from ltx_core_twin import default_inputs, jax_model, relative_error, run_jax, to
 from test_quantization import CFG, FP8_EFFECT
 
 import ltx_jax
+from ltx_jax.model import fp8_attention
 from ltx_jax.model.attention_backends import cudnn_attention, xla_attention
 from ltx_jax.model.fp8_attention import OUTPUT_HEADROOM, Fp8Attention, fp8_attention_unsupported
 from ltx_jax.model.quantization import FP8_EXCLUDED_BLOCKS, quantize_fp8
@@ -75,7 +76,8 @@ def test_a_samples_scales_are_its_own():
     np.testing.assert_array_equal(alone, both[1:])
 
 
-def test_masked_and_padded_calls_go_to_the_fallback():
+def test_masked_and_padded_calls_go_to_the_fallback(caplog, monkeypatch):
+    monkeypatch.setattr(fp8_attention, "_logged_reasons", set())  # a fresh process: each reason not yet shown
     q, k, v = (jnp.asarray(x) for x in random_qkv())
     mask = jnp.zeros((2, 1, 24, 24), jnp.float32).at[:, :, :, 20:].set(-1e9)
     lengths = jnp.array([20, 24], jnp.int32)
@@ -89,6 +91,8 @@ def test_masked_and_padded_calls_go_to_the_fallback():
     expected = xla_attention(q, k, v, heads=HEADS, **both)
     got = Fp8Attention(fallback=xla_attention, valid_tokens=20)(q, k, v, heads=HEADS, **both)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "runs in bf16" in r.getMessage()]
+    assert len(warned) == 1  # three calls fell back for one reason (no mask, no key padding): one warning
 
 
 def test_a_padded_call_that_fp8_cannot_run_goes_to_the_fallback_without_the_pad_tokens():

@@ -28,7 +28,8 @@ values are dropped before the kernel, which took every length probed
 (benchmarks/probe_fp8_attention_lengths.py). On the CPU the same steps run in XLA (`emulated_fp8_attention`:
 scores materialized, any float dtype), so tests see fp8's rounding; the kernel's own order of work puts it
 3.7e-2 (relative L2) from that emulation at the probe's shapes. Other platforms run the bf16 backend. A call
-that runs in bf16 logs why, once per reason.
+that runs in bf16 warns why (a logging WARNING, shown without any logging set up), once per reason in a
+process: the user asked for fp8 and should see where it did not apply.
 
 The cuDNN kernel is reached through JAX's private `jax._src.cudnn.fused_attention_stablehlo` (the
 public `jax.nn.dot_product_attention` has no fp8 path), as `attention_backends` does for the
@@ -145,7 +146,7 @@ class Fp8Attention:
         if reason is not None:
             if reason not in _logged_reasons:  # at trace time: once per reason, not per call
                 _logged_reasons.add(reason)
-                logger.info("fp8 attention: this call runs in bf16: %s", reason)
+                logger.warning("fp8 attention: this call runs in bf16: %s", reason)
             return self.fallback(q, k, v, heads=heads, mask=mask, key_value_seq_lengths=key_value_seq_lengths)
         kernel = cudnn_fp8_attention if jax.default_backend() == "gpu" else emulated_fp8_attention
         # Centered over the keys (exact: a row's scores all shift by q.mean(k); each row of the output is a
