@@ -15,6 +15,7 @@ from flax import nnx
 from ltx_jax.model import audio_vae, video_vae
 from ltx_jax.pipeline import components, embedded, write_mp4
 from ltx_jax.pipeline.audio_files import read_audio
+from ltx_jax.pipeline.requests import RetakeSpan, check_retake
 
 ROOT = pathlib.Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -79,7 +80,6 @@ def bad_inputs(tmp_path: pathlib.Path) -> list[tuple[list[str], str]]:
         (["--pipeline", "two-stage", "--video-path", str(source)], "--video-path: these belong to --pipeline retake"),
         ([*retake, "--start-time", "0.3", "--end-time", "0.3"], "--start-time 0.3 must be >= 0 and before --end-time"),
         ([*retake, "--start-time", "1.0", "--end-time", "2.0"], "--start-time 1.0 s is past the source video's end"),
-        ([*retake, "--start-time", "nan", "--end-time", "0.3"], "must be finite seconds"),
         ([*retake, *span, "--height", "128"], "height: the retake flow keeps its source video's size"),
         ([*retake, *span, "--image", str(source), "0", "1.0"], "images \\(--image\\): the retake flow takes none"),
         (["--pipeline", "retake", "--video-path", str(tmp_path / "missing.mp4"), *span], "missing.mp4' does not"),
@@ -93,3 +93,6 @@ def test_bad_retake_inputs_fail_before_anything_is_built(tmp_path, no_model_buil
         with pytest.raises((ValueError, TypeError, FileNotFoundError), match=message):
             generate.run(args)
     assert not (tmp_path / "x.mp4").exists()
+    # the command line refuses NaN as it parses (test_generate.py); the library's own check, for Python callers:
+    with pytest.raises(ValueError, match="must be finite seconds"):
+        check_retake(RetakeSpan(tmp_path / "source.mp4", float("nan"), 0.3), 9, 24.0, "retake")

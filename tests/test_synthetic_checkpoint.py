@@ -282,10 +282,11 @@ def test_writer_is_deterministic_and_leaves_nothing_behind_on_failure(tmp_path):
         synthetic.make_synthetic_checkpoint(tmp_path, layers=0)
 
 
-# Three prompts: three Gemma encodings and six DiT forwards, each a chain of 48 programs over the mesh. Before
+# Two prompts: two Gemma encodings and four DiT forwards, each a chain of 48 programs over the mesh. Before
 # ltx_jax.parallel.launch, the same command with four prompts aborted in 4 of 4 runs (XLA: "Expected 8 threads to
-# join the rendezvous, but only 7 of them arrived"), right after Gemma loaded.
-STRESS_PROMPTS = ("a fox", "a wolf", "a cat")
+# join the rendezvous, but only 7 of them arrived"), right after Gemma loaded; tests/test_launch.py's chain aborts
+# every time without it.
+STRESS_PROMPTS = ("a fox", "a wolf")
 STRESS_TIMEOUT_S = 400
 
 
@@ -303,4 +304,4 @@ def test_generate_on_full_depth_tiny_files_survives_chains_of_collective_program
     root = pathlib.Path(__file__).parents[1]
     result = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=STRESS_TIMEOUT_S, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert sorted(p.name for p in tmp_path.glob("out-*.mp4")) == ["out-001.mp4", "out-002.mp4", "out-003.mp4"]
+    assert sorted(p.name for p in tmp_path.glob("out-*.mp4")) == ["out-001.mp4", "out-002.mp4"]
