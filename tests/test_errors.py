@@ -87,6 +87,21 @@ def test_a_signal_during_mp4_writing_leaves_no_file(tmp_path, signum):
     assert list(tmp_path.iterdir()) == []
 
 
+def converting_child(tmp_path: pathlib.Path, num_layers: int, setup: str) -> subprocess.Popen:
+    """scripts/convert_checkpoint.py converting a tiny checkpoint into `tmp_path / "out"`, in a child that runs
+    `setup` (Python lines) first; returned once its `.partial-*` directory exists."""
+    src = tmp_path / "model.safetensors"
+    cfg = ltx_jax.LTXConfig.tiny(num_layers=num_layers)
+    write_checkpoint(src, cfg, official_state(torch_model(cfg).state_dict(), torch.bfloat16))
+    child = (
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'scripts')!r})\n{setup}import convert_checkpoint\n"
+        f"sys.exit(convert_checkpoint.main([{str(src)!r}, {str(tmp_path / 'out')!r}]))\n"
+    )
+    process = start([sys.executable, "-c", child])
+    wait_for(lambda: any(p.name.startswith(".out.partial-") for p in tmp_path.iterdir()), "partial dir", process)
+    return process
+
+
 # Seconds after the `.partial-*` directory appears: the conversion below writes about 150 parts in about 2 s
 # on a 2-core machine, so these land before, across and (the last) after its writes.
 CONVERSION_SIGNAL_DELAYS = (0.0, 0.4, 0.8, 1.3, 2.0, 4.0)
@@ -98,19 +113,10 @@ def test_a_signal_at_any_moment_of_a_conversion_leaves_no_partial_directory(tmp_
     leave `.partial-*` behind: its writer threads went on after the cleanup). Each run ends in one line
     with 128 + the signal and nothing left, or completes (the signal came after the end)."""
     signum = SIGNALS[CONVERSION_SIGNAL_DELAYS.index(delay) % len(SIGNALS)]
-    src = tmp_path / "model.safetensors"
-    cfg = ltx_jax.LTXConfig.tiny(num_layers=8)
-    write_checkpoint(src, cfg, official_state(torch_model(cfg).state_dict(), torch.bfloat16))
-    child = (
-        "import sys\n"
-        f"sys.path.insert(0, {str(ROOT / 'scripts')!r})\n"
-        "import ltx_jax.convert.orbax_parts as parts\n"
-        "parts.PART_BYTES = 16 * 1024\n"  # many parts: most of the run is inside their saves
-        "import convert_checkpoint\n"
-        f"sys.exit(convert_checkpoint.main([{str(src)!r}, {str(tmp_path / 'out')!r}]))\n"
+    # many parts: most of the run is inside their saves
+    process = converting_child(
+        tmp_path, 8, "import ltx_jax.convert.orbax_parts as parts\nparts.PART_BYTES = 16 * 1024\n"
     )
-    process = start([sys.executable, "-c", child])
-    wait_for(lambda: any(p.name.startswith(".out.partial-") for p in tmp_path.iterdir()), "partial dir", process)
     time.sleep(delay)
     process.send_signal(signum)
     if process.wait(timeout=120) == 0:  # finished before the signal
@@ -126,20 +132,11 @@ def test_a_signal_at_any_moment_of_a_conversion_leaves_no_partial_directory(tmp_
 def test_a_signal_during_conversion_leaves_no_directory(tmp_path, signum):
     """scripts/convert_checkpoint.py interrupted after creating its `.partial-*` directory: it is removed.
     (The child pauses in the write step only to hold that moment open for the signal.)"""
-    src = tmp_path / "model.safetensors"
-    cfg = ltx_jax.LTXConfig.tiny(num_layers=1)
-    write_checkpoint(src, cfg, official_state(torch_model(cfg).state_dict(), torch.bfloat16))
-    child = (
-        "import sys, time\n"
-        f"sys.path.insert(0, {str(ROOT / 'scripts')!r})\n"
-        "import ltx_jax.convert.checkpoint as checkpoint\n"
-        "write = checkpoint._write_params\n"
+    hold = (
+        "import time\nimport ltx_jax.convert.checkpoint as checkpoint\nwrite = checkpoint._write_params\n"
         "checkpoint._write_params = lambda *args: (time.sleep(60), write(*args))[1]\n"
-        "import convert_checkpoint\n"
-        f"sys.exit(convert_checkpoint.main([{str(src)!r}, {str(tmp_path / 'out')!r}]))\n"
     )
-    process = start([sys.executable, "-c", child])
-    wait_for(lambda: any(p.name.startswith(".out.partial-") for p in tmp_path.iterdir()), "partial dir", process)
+    process = converting_child(tmp_path, 1, hold)
     process.send_signal(signum)
     assert_one_line_interruption(process, signum, "conversion")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors"]
