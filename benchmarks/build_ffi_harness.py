@@ -1,4 +1,4 @@
-"""Builds the CUDA all-to-all's virtual-rank harness (`ltx_jax/ffi/csrc/all2all_harness.cu`), prints its path.
+"""Builds the CUDA all-to-all's virtual-rank harness (`csrc/all2all_harness.cu`), prints its path.
 
     python benchmarks/build_ffi_harness.py [--out DIR] [--arch sm_80]
     DIR/all2all_harness [--blocks B] [--iters K] [n ...]   # n virtual ranks on one GPU; prints ALL PASSED

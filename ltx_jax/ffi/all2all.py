@@ -3,7 +3,7 @@
 Source: LTX-2's `ltx-kernels` all2all (`kern/csrc/all2all`), reworked for XLA: XLA owns the
 outputs, so senders write into persistent per-GPU receive slots (two, used alternately) and each
 rank copies its slot into the output; the slot parity and the arrival counters live in device
-memory, so no host state changes between calls. Protocol and hazards: `ltx_jax/ffi/csrc/all2all.cu`,
+memory, so no host state changes between calls. Protocol and hazards: `csrc/all2all.cu`,
 docs/ffi.md.
 
 Two modes, the same kernels: one process drives all GPUs of the mesh (peer access between them),

@@ -1,12 +1,13 @@
 """Builds the CUDA peer-to-peer all-to-all with nvcc: `python -m ltx_jax.ffi.build` prints the library's path.
 
-The sources ship in the package (`ltx_jax/ffi/csrc`); the library goes to the build cache folder
-for the installed jax, the GPU architecture and the sources (`ltx_jax.ffi.paths`), where
-`load_library` looks for it. It holds the kernels and the XLA FFI handlers, compiled against the
-XLA FFI headers of the installed jax (`jax.ffi.include_dir()`) for `$LTX_JAX_CUDA_ARCH`, else the
-architecture of the first GPU JAX sees, else sm_90 (Hopper). The kernels need sm_70 or newer
-(system-scope acquire/release); e.g. sm_80 for A100, sm_100 for B200. `build_harness` compiles the
-standalone virtual-rank test program (`benchmarks/build_ffi_harness.py` in a source checkout).
+The sources are the repository's `csrc/`, which a wheel carries as `ltx_jax/ffi/csrc` (`sources_dir`
+finds either); the library goes to the build cache folder for the installed jax, the GPU
+architecture and the sources (`ltx_jax.ffi.paths`), where `load_library` looks for it. It holds the
+kernels and the XLA FFI handlers, compiled against the XLA FFI headers of the installed jax
+(`jax.ffi.include_dir()`) for `$LTX_JAX_CUDA_ARCH`, else the architecture of the first GPU JAX sees,
+else sm_90 (Hopper). The kernels need sm_70 or newer (system-scope acquire/release); e.g. sm_80 for
+A100, sm_100 for B200. `build_harness` compiles the standalone virtual-rank test program
+(`benchmarks/build_ffi_harness.py` in a source checkout).
 """
 
 import os
@@ -52,7 +53,7 @@ def _sources(*names: str) -> list[str]:
     paths = [sources_dir() / name for name in names]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
-        raise RuntimeError(f"CUDA sources not found: {missing}. Reinstall ltx-jax; its package data holds them.")
+        raise RuntimeError(f"CUDA sources not found: {missing}. Reinstall ltx-jax; its wheel holds them.")
     return [str(p) for p in paths]
 
 

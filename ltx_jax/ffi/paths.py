@@ -1,11 +1,13 @@
 """Where the CUDA all-to-all's sources and built library live, for any install of ltx-jax.
 
-The sources ship inside the package (`ltx_jax/ffi/csrc`, package data), so an installed wheel can
-build them. The library is a per-user build product in a cache directory (`$LTX_JAX_CACHE_DIR`,
-else `$XDG_CACHE_HOME/ltx_jax`, else `~/.cache/ltx_jax`), in a folder named after everything the
-binary depends on: the jax version whose FFI headers it is compiled against, the GPU architecture
-and a hash of the sources. Upgrading jax or ltx-jax therefore never loads a stale build; it finds
-none and says how to build one. `$LTX_JAX_FFI_LIBRARY` names a prebuilt copy instead.
+The sources live at the repository's top level (`csrc/`); a wheel carries them inside the package
+(`ltx_jax/ffi/csrc`, package data added by setup.py), so an installed wheel can build them, and an
+editable install reads them from the checkout. The library is a per-user build product in a cache
+directory (`$LTX_JAX_CACHE_DIR`, else `$XDG_CACHE_HOME/ltx_jax`, else `~/.cache/ltx_jax`), in a
+folder named after everything the binary depends on: the jax version whose FFI headers it is
+compiled against, the GPU architecture and a hash of the sources. Upgrading jax or ltx-jax therefore
+never loads a stale build; it finds none and says how to build one. `$LTX_JAX_FFI_LIBRARY` names a
+prebuilt copy instead.
 """
 
 from __future__ import annotations
@@ -31,15 +33,28 @@ SOURCE_SUFFIXES = (".cu", ".cc", ".h", ".cuh")
 SOURCE_HASH_CHARS = 12
 
 
+def source_dirs() -> tuple[Path, Path]:
+    """Where the CUDA sources may be: inside the installed package (a wheel), then the checkout's `csrc/`."""
+    installed = Path(str(importlib.resources.files("ltx_jax.ffi") / "csrc"))
+    checkout = Path(__file__).resolve().parents[2] / "csrc"  # resolved: a strict editable install links files
+    return installed, checkout
+
+
 def sources_dir() -> Path:
-    """The CUDA sources inside the installed package. Raises `RuntimeError` if the install lacks them."""
-    sources = Path(str(importlib.resources.files("ltx_jax.ffi") / "csrc"))
-    if not sources.is_dir():
-        raise RuntimeError(
-            f"ltx-jax's CUDA sources are not at {sources}: this install lacks the package data ltx_jax/ffi/csrc. "
-            f"Reinstall ltx-jax from its wheel or source tree, or set {LIBRARY_ENV} to a prebuilt {LIBRARY_NAME}."
-        )
-    return sources
+    """The CUDA sources: the package's (a wheel), else the checkout's (an editable install).
+
+    Raises `RuntimeError` naming both places if neither exists.
+    """
+    installed, checkout = source_dirs()
+    for sources in (installed, checkout):
+        if sources.is_dir():
+            return sources
+    raise RuntimeError(
+        f"ltx-jax's CUDA sources are neither in the installed package ({installed}, the package data "
+        f"ltx_jax/ffi/csrc of a wheel) nor in a source checkout ({checkout}, the repository's csrc/ of an "
+        f"editable install). Reinstall ltx-jax from its wheel or source tree, or set {LIBRARY_ENV} to a "
+        f"prebuilt {LIBRARY_NAME}."
+    )
 
 
 def gpu_arch() -> str | None:
