@@ -28,8 +28,8 @@ from flax import nnx  # noqa: E402
 
 import ltx_jax  # noqa: E402
 from ltx_jax.parallel import SequenceParallel, make_mesh  # noqa: E402
+from ltx_jax.pipeline.defaults import reference_guidance  # noqa: E402
 from ltx_jax.pipeline.guiders import guidance_passes  # noqa: E402
-from ltx_jax.pipeline.settings import reference_guidance  # noqa: E402
 
 STG_BLOCK = 28
 SHAPES = {"stage1": (4, 6144), "stage2": (1, 24576)}  # (batch, video tokens)

@@ -4,8 +4,9 @@
         python benchmarks/probe_cudnn_attention.py --batch 1 --tokens 6144 --heads 4
 
 Both frameworks end up in `cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_*`
-(benchmarks/profile_step.py), yet JAX's call measured slower (docs/benchmarks.md). This runs each
-twice on random bf16 inputs, JAX first, so ncu's launches 0-1 are JAX's and 2-3 torch's.
+(benchmarks/profile_step.py), yet JAX's call measured slower (benchmarks/results/2026-11-29/README.md,
+"Attention at the shard shapes, measured fairly"). This runs each twice on random bf16 inputs, JAX
+first, so ncu's launches 0-1 are JAX's and 2-3 torch's.
 """
 
 import argparse

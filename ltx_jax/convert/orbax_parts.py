@@ -5,8 +5,8 @@ Parts replace Orbax's partial saves (`ocp.partial.save`, format 1): each of thos
 the metadata of every earlier save and compared every pair of keys (orbax-checkpoint 0.12.8), so the
 work grew with the square of the keys saved so far: in a profile of an 8-block conversion, the 64 MB
 saves took 0.16 s each in the first quarter and 1.43 s in the last; 20% of the 48-block DiT took 240 s
-on the H200's host (docs/benchmarks.md, eighth round). A part is written once and never read back while
-converting.
+on the H200's host (benchmarks/results/2026-12-04/README.md, "Eighth round"). A part is written once
+and never read back while converting.
 """
 
 import contextvars
@@ -27,7 +27,7 @@ PART_BYTES = 256 * 2**20  # converted bytes held in memory before they are writt
 # Parts restored at once by a single process. 16 rather than 8: 3.74 against 3.43 GB/s for 8 GB of 256 MB
 # parts from the RAM disk to an H100 on one host (32: 3.62), 6.1-6.35 for both on another. Neither the storage
 # nor the transfers is the bound; Orbax's read most likely is (benchmarks/bench_restore_parts.py,
-# docs/benchmarks.md, tenth round).
+# benchmarks/results/2026-12-05/README.md, "Tenth round").
 RESTORE_THREADS = 16
 
 

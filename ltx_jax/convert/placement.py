@@ -21,7 +21,8 @@ from jax.sharding import PartitionSpec as P
 from ltx_jax.parallel.launch import launched
 
 # Tensors read and placed at once. The 38 GB LTX-2.3 DiT loaded on an H200 in 12.1 s with 8 of them,
-# 8.8 s with 16 and 9.9 s with 32 (bench_load.py --load-threads; docs/benchmarks.md).
+# 8.8 s with 16 and 9.9 s with 32 (bench_load.py --load-threads; benchmarks/results/2026-12-03/README.md,
+# "Fourth round").
 LOAD_THREADS = 16
 
 

@@ -2,7 +2,7 @@
 
 Every loader builds one before it reads a tensor, so its cost is paid on every load. Two costs of
 flax 0.12 dominate it and both are avoided here (the 48-block LTX-2.3 DiT: 0.70-0.75 s -> 0.28-0.37 s on
-an H100 machine's host, `benchmarks/bench_abstract.py`, docs/benchmarks.md "Tenth round"):
+an H100 machine's host, `benchmarks/bench_abstract.py`, benchmarks/results/2026-12-05/README.md "Tenth round"):
 - `nnx.Rngs` under `nnx.eval_shape`: each draw advances a traced counter, and `Variable.set_value`
   reads `.sharding` of the traced value, which formats an error message (with its source location)
   before `getattr` falls back: most of the time one block took to trace. The modules here only call

@@ -30,7 +30,7 @@ AV_SCALE_SHIFT_VALUES = 4  # scale and shift for each A/V cross-attention direct
 # SequenceParallel uses them). With Triton's GEMM fusions off, every matrix product goes to cuBLAS
 # and the elementwise work around them fuses differently: 1.5% / 0.9% less time per forward on an
 # H200 at 6,144 / 24,576 video tokens, alternating with XLA's defaults in one process
-# (docs/benchmarks.md, "Optimization pass"). The CPU compiler ignores GPU options.
+# (benchmarks/results/2026-11-29/README.md, "Optimization pass"). The CPU compiler ignores GPU options.
 DIT_COMPILER_OPTIONS: dict[str, bool] = {"xla_gpu_enable_triton_gemm": False}
 
 

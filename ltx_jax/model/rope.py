@@ -131,7 +131,7 @@ def apply_rotary_emb(x: jax.Array, pe: PositionalEmbedding, rope_type: RopeType)
         # (x1 cos - x2 sin, x2 cos + x1 sin) as one elementwise expression over both halves, the
         # halves swapped and signed (-x2, x1). A stack of the two results compiles to a concatenate
         # fusion on GPU; this saved ~0.5 ms of kernel time per 8-block forward at 6,144 tokens, the
-        # forward within noise (docs/benchmarks.md, "Optimization pass"). Same arithmetic.
+        # forward within noise (benchmarks/results/2026-11-29/README.md, "Optimization pass"). Same arithmetic.
         signed_swap = halves[..., ::-1, :] * jnp.asarray([-1, 1], x.dtype)[:, None]
         out = halves * cos[..., None, :] + signed_swap * sin[..., None, :]
         return out.reshape(x.shape)

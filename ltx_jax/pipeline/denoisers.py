@@ -174,7 +174,7 @@ def _batched_modality(
     """The DiT's input for every pass at once: the state repeated once per pass, each pass with its
     own context; timesteps `(B, 1, 1)` with `per_sample` (`every_token_generated`), else `(B, T, 1)`.
     One program: op by op, its dozen small programs were each compiled (cold) or read from the cache
-    (warm) on the main thread in a stage's first steps (docs/benchmarks.md)."""
+    (warm) on the main thread in a stage's first steps (benchmarks/results/2026-12-03/README.md, "Sixth round")."""
 
     def repeat(x: jax.Array) -> jax.Array:
         return jnp.concatenate([x] * len(contexts), axis=0)

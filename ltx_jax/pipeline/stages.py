@@ -193,7 +193,8 @@ def _noised_on_device(
     state: LatentState, key: jax.Array, modality: int, noise_scale: float, dtype: jnp.dtype
 ) -> LatentState:
     """`_noised` with every field on the device. One program: op by op, its programs were each compiled
-    (cold) or read from the cache (warm) on the main thread before a stage's first step (docs/benchmarks.md)."""
+    (cold) or read from the cache (warm) on the main thread before a stage's first step
+    (benchmarks/results/2026-12-03/README.md, "Sixth round")."""
     state = jax.tree.map(jnp.asarray, state)  # under jit a no-op; op by op (a test records the noise) JAX arrays
     state = state.replace(latent=state.latent.astype(dtype), clean_latent=state.clean_latent.astype(dtype))
     noise = jax.random.normal(jax.random.split(key)[modality], state.latent.shape, jnp.float32).astype(dtype)

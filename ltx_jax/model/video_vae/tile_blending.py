@@ -43,7 +43,7 @@ def _accumulate_group(
 
     The slicing and the blending run as jitted programs (one per group geometry), not op by op: op by
     op, each tile's slices, masks and scatters were small programs of their own, compiled on the main
-    thread when a cold run decoded (about 4 s on an H200, docs/benchmarks.md)."""
+    thread when a cold run decoded (about 4 s on an H200, benchmarks/results/2026-12-03/README.md, "Sixth round")."""
     t0 = group[0].out_coords[0]
     b, scale = latent.shape[0], decoder.video_downscale_factors
     size = (t0.stop - t0.start, latent.shape[3] * scale.height, latent.shape[4] * scale.width)

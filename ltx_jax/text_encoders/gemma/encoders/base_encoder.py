@@ -22,7 +22,8 @@ from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel, s
 from ltx_jax.text_encoders.gemma.tokenizer import TOKENIZER_MAX_LENGTH, LTXGemmaTokenizer
 
 # cuBLAS for every matrix product instead of XLA's Triton GEMM fusions, whose autotuning made compiling
-# Gemma 3 12B's encoder programs the slowest part of a cold run's prompt encoding (docs/benchmarks.md)
+# Gemma 3 12B's encoder programs the slowest part of a cold run's prompt encoding
+# (benchmarks/results/2026-12-02/README.md, "Third round")
 GEMMA_COMPILER_OPTIONS: dict[str, bool] = {"xla_gpu_enable_triton_gemm": False}
 
 
