@@ -33,9 +33,9 @@ from ltx_jax.interrupts import check_stop, describe, exit_status, signals_interr
 from ltx_jax.model.quantization import QUANTIZATIONS
 from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy
-from ltx_jax.pipeline import FLOWS, GenerationSettings, Guidance, ImageCondition, RetakeSpan, VideoCondition
+from ltx_jax.pipeline import GenerationSettings, Guidance, ImageCondition, RetakeSpan, VideoCondition, flows
+from ltx_jax.pipeline.defaults import EMBEDDED_DEFAULTS, reference_guidance
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
-from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS, checkpoint_defaults, reference_guidance
 from ltx_jax.user_cache import cache_dir
 
 _REFERENCE = reference_guidance(28).video
@@ -71,7 +71,7 @@ def guidance_flags(parser: argparse.ArgumentParser, modality: str) -> None:
 
 
 def size_help(name: str, unit: str) -> str:
-    one, two = checkpoint_defaults(True, "one-stage"), checkpoint_defaults(True, "two-stage")
+    one, two = flows.get("one-stage").defaults("2.3"), flows.get("two-stage").defaults("2.3")
     return (
         f"{unit} (default: {getattr(one, name)} one-stage, {getattr(two, name)} two-stage; "
         f"embedded {getattr(EMBEDDED_DEFAULTS, name)})"
@@ -164,7 +164,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="split the DiT's weights over the mesh (FSDP: a process reads only its slices), not a copy per device",
     )
     gen = parser.add_argument_group("generation (unset: the pipeline's default)")
-    gen.add_argument("--pipeline", choices=FLOWS, default="one-stage")
+    gen.add_argument(
+        "--pipeline", choices=flows.names(), default="one-stage",
+        help="; ".join(f"{name}: {flows.get(name).summary}" for name in flows.names()),
+    )  # fmt: skip
     gen.add_argument("--prompt", action="append", help=f"repeatable: one video each (default {DEFAULT_PROMPT!r})")
     gen.add_argument("--prompts-file", type=Path, help="a text file, one prompt per line: one video each")
     gen.add_argument("--negative-prompt", help="default: the reference's")
@@ -315,9 +318,12 @@ def hq_strengths(args: argparse.Namespace) -> dict[str, float]:
         for stage in (1, 2)
         if getattr(args, f"distilled_lora_strength_stage_{stage}") is not None
     }
-    if given and args.pipeline != "two-stage-hq":
+    if given and flows.get(args.pipeline).needs.distilled_lora != "both_stages":
         flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
-        raise ValueError(f"{flags} apply to --pipeline two-stage-hq; the {args.pipeline} flow does not use them.")
+        users = [name for name in flows.names() if flows.get(name).needs.distilled_lora == "both_stages"]
+        raise ValueError(
+            f"{flags} apply to --pipeline {' or '.join(users)}; the {args.pipeline} flow does not use them."
+        )
     return given
 
 
@@ -353,12 +359,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     files = checkpoint_files(args)
     if files is not None:
         files.check(args.pipeline)
-    defaults = EMBEDDED_DEFAULTS if files is None else files.defaults(args.pipeline)
+    defaults = flows.get(args.pipeline).defaults("embedded") if files is None else files.defaults(args.pipeline)
+    strength, mask = attention_mask_of(args)
     settings = GenerationSettings(
-        args.height, args.width, args.num_frames, args.frame_rate, args.num_inference_steps, args.seed,
-        images_of(args), guidance_of(args, defaults.guidance), reference_videos_of(args), args.skip_stage_2,
-        *attention_mask_of(args), args.audio_path, args.audio_start_time, args.audio_max_duration, retake_of(args),
-        args.enhance_prompt,
+        height=args.height, width=args.width, num_frames=args.num_frames, frame_rate=args.frame_rate,
+        num_inference_steps=args.num_inference_steps, seed=args.seed, images=images_of(args),
+        guidance=guidance_of(args, defaults.guidance), reference_videos=reference_videos_of(args),
+        skip_stage_2=args.skip_stage_2, reference_attention_strength=strength, attention_mask_video=mask,
+        audio_path=args.audio_path, audio_start_time=args.audio_start_time,
+        audio_max_duration=args.audio_max_duration, retake=retake_of(args), enhance_prompt=args.enhance_prompt,
     )  # fmt: skip
     settings.resolve(defaults, args.pipeline)  # every generation argument checked before anything is built
     if args.enhance_prompt:
@@ -387,7 +396,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out = pipe.generate(context, settings, negative_prompt=negative_context, enhanced_prompt=enhanced)
         if jax.process_index() == 0:  # only process 0 decodes and writes
             path.parent.mkdir(parents=True, exist_ok=True)
-            # after decoding: interleaved (generate's output_path) was not shown faster (docs/benchmarks.md)
+            # after decoding: interleaved (generate's output_path) was not shown faster
+            # (benchmarks/results/2026-12-03/README.md, "Fifth round")
             start = time.perf_counter()
             out.save(path)
             out.timings["mp4_writing"] = time.perf_counter() - start

@@ -1,14 +1,16 @@
-"""What stage 2 is compiled for ahead (`pipelines.stage_2_first_forward`) is what its first DiT call gets,
-in every flow with a stage 2 it covers: the same pytree, shapes, dtypes, weak types and perturbations."""
+"""What stage 2 is compiled for ahead (`pipelines.later_first_forwards`, read from the flow's plan) is what
+its first DiT call gets, in every flow with a stage 2 it covers: the same pytree, shapes, dtypes, weak types
+and perturbations."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ltx_jax.pipeline import decoders, flows
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
-from ltx_jax.pipeline.pipelines import generate, stage_2_first_forward
-from ltx_jax.pipeline.requests import AudioInput, Components, Request, VideoCondition
+from ltx_jax.pipeline.pipelines import generate, later_first_forwards
+from ltx_jax.pipeline.requests import AudioInput, Components, ImageCondition, Request, VideoCondition
 from ltx_jax.pipeline.stages import Guidance, LatentGeometry, PromptEmbeddings
 
 GEOMETRY = LatentGeometry(video_channels=8, audio_channels=2, audio_mel_bins=4)
@@ -48,7 +50,8 @@ def test_stage_2_is_compiled_for_what_its_first_call_gets(flow):
         audio=AudioInput(np.zeros((2, 16000), np.float32), 16000) if flow == "a2vid" else None,
         reference_videos=(VideoCondition("reference.mp4", 1.0),) if flow == "ic-lora" else (),
     )  # fmt: skip
-    expected = stage_2_first_forward(components, request, flow)
+    [(stage, expected)] = later_first_forwards(components, request, flow)
+    assert stage.description == "stage 2"
     generate(components, request, flow)
     video, audio, perturbations = stage_2.calls[0]
     assert signature((video, audio)) == signature(expected[:2])
@@ -60,6 +63,44 @@ def test_no_stage_2_is_compiled_where_it_is_skipped_or_conditioned_on_images():
     components = Components(transformer=RecordingForward(), geometry=GEOMETRY, dtype=jnp.bfloat16)
     prompt = PromptEmbeddings(jnp.zeros((1, 8, 16)), jnp.zeros((1, 8, 16)))
     request = Request(prompt=prompt, height=128, width=128, num_frames=9, frame_rate=24.0, seed=1)
-    assert stage_2_first_forward(components, request, "one-stage") is None
-    assert stage_2_first_forward(components, Request(**{**request.__dict__, "skip_stage_2": True}), "ic-lora") is None
-    assert stage_2_first_forward(components, request, "distilled") is not None
+    skipped = Request(**{**request.__dict__, "skip_stage_2": True})
+    with_image = Request(**{**request.__dict__, "images": (ImageCondition("frame.png", 0, 1.0),)})
+    assert later_first_forwards(components, request, "one-stage") == []
+    assert later_first_forwards(components, skipped, "ic-lora") == []
+    assert later_first_forwards(components, with_image, "distilled") == []
+    assert len(later_first_forwards(components, request, "distilled")) == 1
+
+
+class RecordingCompiler:
+    def submit(self, *sequences):
+        self.sequences = [[getattr(c, "func", c).__qualname__ for c in sequence] for sequence in sequences]
+
+
+class VideoDecoding:
+    def compile_ahead(self, *shape):
+        raise AssertionError("recorded, not run")
+
+
+class AudioDecoding(VideoDecoding):
+    def compile_ahead(self, *shape):
+        raise AssertionError("recorded, not run")
+
+
+@pytest.mark.parametrize(
+    ("flow", "first_thread"),
+    [
+        ("one-stage", ["AudioDecoding.compile_ahead"]),
+        ("two-stage", ["_compile_stage", "AudioDecoding.compile_ahead"]),
+        ("a2vid", ["_compile_stage"]),  # its audio is the input's: nothing to decode
+    ],
+)
+def test_what_runs_after_stage_1_is_compiled_in_the_order_it_runs(flow, first_thread):
+    """The later stages' DiT programs, then the audio decoder, on one thread; the video decoder on the other."""
+    components = Components(transformer=RecordingForward(), geometry=GEOMETRY, dtype=jnp.bfloat16)
+    prompt = PromptEmbeddings(jnp.zeros((1, 8, 16)), jnp.zeros((1, 8, 16)))
+    request = Request(prompt=prompt, height=128, width=128, num_frames=9, frame_rate=24.0, seed=1)
+    compiler = RecordingCompiler()
+    decoders.compile_after_stage_1(
+        compiler, components, VideoDecoding(), AudioDecoding(), request, flows.get(flow)
+    )
+    assert compiler.sequences == [first_thread, ["VideoDecoding.compile_ahead"]]

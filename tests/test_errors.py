@@ -235,7 +235,7 @@ def test_short_reference_videos_and_foreign_loras_are_refused_before_building(tm
     """ic-lora: a reference video shorter than the request (10 frames of 17), or at another frame rate, is refused;
     a LoRA whose modules are not in the checkpoint's DiT is refused by CheckpointFiles.check (headers)."""
     from ltx_jax.pipeline import CheckpointFiles, GenerationSettings, VideoCondition, write_mp4  # noqa: PLC0415
-    from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS  # noqa: PLC0415
+    from ltx_jax.pipeline.defaults import EMBEDDED_DEFAULTS  # noqa: PLC0415
 
     short = tmp_path / "short.mp4"
     write_mp4(short, np.zeros((10, 64, 64, 3), np.uint8), 24.0)
@@ -312,7 +312,7 @@ def test_a2vid_audio_length_is_not_derived_from_unchecked_sizes(given, error, na
     """a2vid's default audio length is the video's duration, num_frames / frame_rate: values it cannot be computed
     from are named by the checks (once a ZeroDivisionError, found by tests/test_preflight_property.py)."""
     from ltx_jax.pipeline import GenerationSettings  # noqa: PLC0415
-    from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS  # noqa: PLC0415
+    from ltx_jax.pipeline.defaults import EMBEDDED_DEFAULTS  # noqa: PLC0415
 
     with pytest.raises(error, match=named):
         GenerationSettings(audio_path="missing.wav", **given).resolve(EMBEDDED_DEFAULTS, "a2vid")

@@ -100,9 +100,10 @@ def test_generates_many_without_compiling_again(pipe, tmp_path):
         assert container.streams.audio[0].sample_rate == 24000
 
 
-def test_the_audio_decoder_compiles_after_stage_2_beside_the_video_decoder(pipe, monkeypatch):
+def test_the_audio_decoder_compiles_beside_the_video_decoder(pipe, monkeypatch):
     """After the video decoder, the audio decoder (48 s to compile beside a production-size denoising
-    on an H200) was not compiled when decoding began; the thread of stage 2's programs is idle sooner."""
+    on an H200) was not compiled when decoding began; the thread of stage 2's programs is idle sooner
+    (with a stage 2: tests/test_compile_ahead.py)."""
     sequences = []
     submit = pipe._compiler.submit
 
@@ -113,7 +114,7 @@ def test_the_audio_decoder_compiles_after_stage_2_beside_the_video_decoder(pipe,
     monkeypatch.setattr(pipe._compiler, "submit", recording)
     pipe("a red fox", seed=3, **SMALL)
     (submitted,) = sequences
-    assert submitted == [["_compile_stage_2", "AudioDecoding.compile_ahead"], ["VideoDecoding.compile_ahead"]]
+    assert submitted == [["AudioDecoding.compile_ahead"], ["VideoDecoding.compile_ahead"]]  # one stage: no stage 2
 
 
 def test_embeddings_prompt_and_no_guidance(pipe):
@@ -179,7 +180,7 @@ def test_bad_construction_raises_before_loading(tmp_path):
 
 def test_distilled_flow_refuses_steps_and_guidance():
     settings = GenerationSettings(num_inference_steps=4)
-    defaults = ltx_jax.pipeline.settings.EMBEDDED_DEFAULTS
+    defaults = ltx_jax.pipeline.defaults.EMBEDDED_DEFAULTS
     with pytest.raises(ValueError, match="num_inference_steps .* given: the distilled flow runs fixed sigmas"):
         settings.resolve(defaults, "distilled")
     assert GenerationSettings().resolve(defaults, "distilled").guidance == Guidance()

@@ -22,11 +22,11 @@ from ltx_core.types import VideoLatentShape as TorchVideoShape
 from ltx_core_twin import relative_error
 
 from ltx_jax.guidance.perturbations import BatchedPerturbationConfig, MaskedSkips, PerturbationType
-from ltx_jax.pipeline import conditioning, patchifiers, requests
+from ltx_jax.pipeline import conditioning, patchifiers, pipelines, requests
+from ltx_jax.pipeline.defaults import reference_guidance
 from ltx_jax.pipeline.diffusion_steps import add_noise, euler_step
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams, combine, guidance_passes
 from ltx_jax.pipeline.schedulers import ltx2_sigmas
-from ltx_jax.pipeline.settings import reference_guidance
 from ltx_jax.pipeline.stages import LatentGeometry, PromptEmbeddings, _initial_states
 from ltx_jax.pipeline.types import AudioLatentShape, VideoLatentShape, VideoPixelShape
 
@@ -281,7 +281,7 @@ def test_bad_requests_are_refused_with_the_fix(changes, flow, message):
         prompt=PromptEmbeddings(None, None), height=128, width=128, num_frames=9, frame_rate=24.0, seed=0
     )
     with pytest.raises(ValueError, match=message):
-        requests.validate(dataclasses.replace(request, **changes), flow)
+        pipelines.validate(dataclasses.replace(request, **changes), flow)
 
 
 @pytest.mark.parametrize(("crf", "height", "width"), [(0, 64, 96), (33, 64, 96), (18, 96, 32)])

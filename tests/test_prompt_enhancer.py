@@ -25,6 +25,7 @@ from transformers import (
 )
 
 from ltx_jax.pipeline import GenerationSettings, ImageCondition
+from ltx_jax.pipeline.defaults import EMBEDDED_DEFAULTS
 from ltx_jax.pipeline.embedded import (
     EMBEDDED_CHAT,
     EMBEDDED_CONFIG,
@@ -33,7 +34,6 @@ from ltx_jax.pipeline.embedded import (
     embedded_prompt_encoder,
 )
 from ltx_jax.pipeline.prompts import enhanced_prompt
-from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS
 from ltx_jax.text_encoders.gemma.encoders import (
     Gemma3ModelConfig,
     Gemma3TextModel,

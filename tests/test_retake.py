@@ -13,7 +13,7 @@ import pytest
 from flax import nnx
 
 from ltx_jax.model import audio_vae, video_vae
-from ltx_jax.pipeline import components, embedded, write_mp4
+from ltx_jax.pipeline import components, embedded, flows, write_mp4
 from ltx_jax.pipeline.audio_files import read_audio
 from ltx_jax.pipeline.requests import RetakeSpan, check_retake
 
@@ -95,4 +95,4 @@ def test_bad_retake_inputs_fail_before_anything_is_built(tmp_path, no_model_buil
     assert not (tmp_path / "x.mp4").exists()
     # the command line refuses NaN as it parses (test_generate.py); the library's own check, for Python callers:
     with pytest.raises(ValueError, match="must be finite seconds"):
-        check_retake(RetakeSpan(tmp_path / "source.mp4", float("nan"), 0.3), 9, 24.0, "retake")
+        check_retake(RetakeSpan(tmp_path / "source.mp4", float("nan"), 0.3), 9, 24.0, flows.get("retake"))

@@ -3,7 +3,7 @@
 On an H200 with an empty compilation cache, compiling the decoders of a 1536x1024x121 video took about
 22 s (the video VAE, in tiles) and 17 s (the audio VAE and vocoder), after denoising, while the video
 waited for them. Their input shapes follow from the request alone, so `LTXPipeline` has them, the
-upsampler (`components.Upsampling`) and stage 2's DiT compiled on background threads
+upsampler (`components.Upsampling`) and the later stages' DiT compiled on background threads
 (`compile_after_stage_1`) while stage 1 denoises: the host is mostly idle then, the device runs the
 steps. `jax.jit(...).lower(...).compile()` fills the in-memory cache a later call uses when the call's
 arguments have the same shapes, dtypes and placements; that is why every input is put on its model's
@@ -17,12 +17,12 @@ video is made on the host.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -31,8 +31,9 @@ from flax import nnx
 
 from ltx_jax.model import audio_vae, video_vae
 from ltx_jax.pipeline.components import JittedModule, Upsampling
-from ltx_jax.pipeline.pipelines import final_latent_shapes, stage_2_first_forward
-from ltx_jax.pipeline.requests import SINGLE_STAGE_FLOWS, Components, Flow, Request
+from ltx_jax.pipeline.flows import Flow
+from ltx_jax.pipeline.pipelines import final_latent_shapes, later_first_forwards, stage_pixels, stage_transformer
+from ltx_jax.pipeline.requests import Components, Request
 
 _LOG = logging.getLogger(__name__)
 
@@ -128,8 +129,9 @@ class BackgroundCompiler:
 
     They start with the denoising, alongside the DiT's own first compilation: starting them after the
     DiT's first forward instead left them unfinished when decoding began (13 s more of decoding in a
-    cold two-stage run on an H200, docs/benchmarks.md). Two threads: with stage 2's programs and the
-    decoders all on one, the decoders were not ready when decoding began (18.5 s of video decoding);
+    cold two-stage run on an H200, benchmarks/results/2026-12-02/README.md, "Third round"). Two
+    threads: with stage 2's programs and the decoders all on one, the decoders were not ready when
+    decoding began (18.5 s of video decoding, 2026-12-03 "Fourth round");
     a third one (the audio decoder on its own) slowed the cold stage 1 by 11 s, as its autotuning
     shares the GPU with the denoising. A compilation that fails here is only logged: the model
     compiles the program again when called, and reports a real error there. `cancel` skips what has
@@ -178,31 +180,33 @@ def compile_after_stage_1(
     flow: Flow,
 ) -> None:
     """Has what runs after stage 1 for `request` compiled on `compiler`'s threads, each sequence in
-    the order it runs: on one, the upsampler and stage 2's DiT (every process runs them, and compiles
-    them), then the audio decoder; on the other, the video decoder. Only process 0 decodes, and only
-    it compiles the decoders. The audio decoder (48 s to compile beside a cold stage 1 on an H200)
-    followed the video's tiles until stage 1 compiled one block program; then decoding began before
-    it was compiled (8.8 s more of decoding), while the first thread was idle after stage 2's."""
-    stage_2 = []
-    if isinstance(components.upsample, Upsampling) and flow not in SINGLE_STAGE_FLOWS and not request.skip_stage_2:
-        stage_1 = final_latent_shapes(components, dataclasses.replace(request, skip_stage_2=True), flow)[0]
-        stage_2.append(functools.partial(components.upsample.compile_ahead, stage_1, components.dtype))
-    stage_2.append(functools.partial(_compile_stage_2, components, request, flow))
+    the order it runs, all of it read from `flow`'s plan: on one, the upsampler and the later stages'
+    DiT programs (every process runs them, and compiles them), then the audio decoder; on the other,
+    the video decoder. Only process 0 decodes, and only it compiles the decoders. The audio decoder
+    (48 s to compile beside a cold stage 1 on an H200) followed the video's tiles until stage 1
+    compiled one block program; then decoding began before it was compiled (8.8 s more of decoding),
+    while the first thread was idle after stage 2's."""
+    stages = flow.plan(request, components.geometry).stages
+    later: list[Callable[[], object]] = []
+    for before, stage in zip(stages, stages[1:], strict=False):
+        if stage.initial_video == "upsampled" and isinstance(components.upsample, Upsampling):
+            shape = components.geometry.video(stage_pixels(request, before.downscale)).shape
+            later.append(functools.partial(components.upsample.compile_ahead, shape, components.dtype))
+    for stage, inputs in later_first_forwards(components, request, flow):
+        later.append(functools.partial(_compile_stage, stage_transformer(components, stage), inputs))
     video_decoder, audio_decoder = [], []
     if jax.process_index() == 0:
         video_shape, audio_shape = final_latent_shapes(components, request, flow)
         video_decoder.append(functools.partial(video.compile_ahead, video_shape, components.dtype))
-        if flow != "a2vid" and request.prompt.audio is not None:  # a2vid returns its input audio
+        if flow.audio_output == "decoded" and request.prompt.audio is not None:
             audio_decoder.append(functools.partial(audio.compile_ahead, audio_shape))
-    compiler.submit(stage_2 + audio_decoder, video_decoder)
+    compiler.submit(later + audio_decoder, video_decoder)
 
 
-def _compile_stage_2(components: Components, request: Request, flow: Flow) -> None:
-    """Compiles stage 2's DiT programs for `request` (`SequenceParallel.compile_ahead`, through
-    `TimedForward`); a stage 2 that starts while they compile waits for them."""
-    inputs = stage_2_first_forward(components, request, flow)
-    if inputs is not None:
-        (components.stage_2_transformer or components.transformer).compile_ahead(*inputs)
+def _compile_stage(transformer: Any, inputs: tuple) -> None:  # noqa: ANN401 - a Forward
+    """Compiles a later stage's DiT programs (`SequenceParallel.compile_ahead`, through `TimedForward`);
+    a stage that starts while they compile waits for them."""
+    transformer.compile_ahead(*inputs)
 
 
 def decoder_callables(

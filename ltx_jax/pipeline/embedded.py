@@ -16,6 +16,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 from ltx_jax.config import LTXConfig
 from ltx_jax.model import audio_vae, upsampler, video_vae
 from ltx_jax.model.model import LTXModel
+from ltx_jax.pipeline import flows
 from ltx_jax.pipeline.components import (
     PipelineModels,
     Upsampling,
@@ -25,8 +26,8 @@ from ltx_jax.pipeline.components import (
     geometry,
 )
 from ltx_jax.pipeline.decoders import decoder_callables
-from ltx_jax.pipeline.requests import AUDIO_INPUT_FLOWS, SINGLE_STAGE_FLOWS, Components, Flow
-from ltx_jax.pipeline.settings import EMBEDDED_DEFAULTS
+from ltx_jax.pipeline.flows import Flow
+from ltx_jax.pipeline.requests import Components
 from ltx_jax.text_encoders.gemma import (
     EmbeddingsProcessorConfigurator,
     Gemma3ModelConfig,
@@ -191,19 +192,20 @@ def embedded_prompt_encoder(config: dict[str, Any], seed: int) -> PromptEncoder:
     return PromptEncoder(text_encoder, processor, make_enhancer=enhancer)
 
 
-def embedded_models(flow: Flow, seed: int = EMBEDDED_WEIGHTS_SEED) -> PipelineModels:
+def embedded_models(flow: str | Flow, seed: int = EMBEDDED_WEIGHTS_SEED) -> PipelineModels:
     """The tiny random-weight models of `flow`, their weights drawn from `seed`."""
+    flow = flows.get(flow)
     config = json.loads(json.dumps(EMBEDDED_CONFIG))
     model = LTXModel(LTXConfig.from_metadata(config), rngs=nnx.Rngs(seed))
     video_decoder, audio_decoder, vocoder = decoder_modules(config, None, seed, jnp.float32)
     decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder)
     upsample = None
-    if flow not in SINGLE_STAGE_FLOWS:  # built only when used: random init of each module takes seconds on CPU
+    if flow.needs.upsampler:  # built only when used: random init of each module takes seconds on CPU
         up = upsampler.LatentUpsamplerConfigurator.from_config(EMBEDDED_UPSAMPLER, rngs=nnx.Rngs(seed + 4))
         upsample = Upsampling(up, video_decoder)
 
     encode_audio = None
-    if flow in AUDIO_INPUT_FLOWS:
+    if flow.needs.audio_encoder:
         build = functools.partial(audio_vae.audio_encoder_from_config, config, rngs=nnx.Rngs(seed + 7))
         encode_audio = audio_encoder_callable(build, jnp.float32)
     components = Components(
@@ -221,6 +223,6 @@ def embedded_models(flow: Flow, seed: int = EMBEDDED_WEIGHTS_SEED) -> PipelineMo
         decode_video=decode_video,
         decode_audio=decode_audio,
         prompt_encoder=embedded_prompt_encoder(config, seed),
-        defaults=EMBEDDED_DEFAULTS,
+        defaults=flow.defaults("embedded"),
         description="embedded tiny model with RANDOM weights (pass a checkpoint for a real one)",
     )

@@ -24,27 +24,21 @@ from ltx_jax.model.quantization import Quantization
 from ltx_jax.parallel import SequenceParallel, make_mesh
 from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy, check_layout
+from ltx_jax.pipeline import flows
 from ltx_jax.pipeline.audio_files import audio_channels, read_audio
 from ltx_jax.pipeline.components import PipelineModels
 from ltx_jax.pipeline.decoders import BackgroundCompiler, compile_after_stage_1
+from ltx_jax.pipeline.defaults import GenerationDefaults
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
+from ltx_jax.pipeline.flows import Flow
 from ltx_jax.pipeline.generated_video import GeneratedVideo
 from ltx_jax.pipeline.media_io import check_output_path, enhanced_prompt_metadata, write_mp4_chunks
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_models
-from ltx_jax.pipeline.pipelines import generate
+from ltx_jax.pipeline.pipelines import run
 from ltx_jax.pipeline.prompts import enhanced_prompt as gemma_enhanced_prompt
 from ltx_jax.pipeline.prompts import prompt_contexts
-from ltx_jax.pipeline.requests import (
-    AudioInput,
-    Flow,
-    ImageCondition,
-    Request,
-    RetakeSpan,
-    VideoCondition,
-    check_flow,
-    validate,
-)
-from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
+from ltx_jax.pipeline.requests import AudioInput, ImageCondition, Request, RetakeSpan, VideoCondition
+from ltx_jax.pipeline.settings import GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
 from ltx_jax.pipeline.timing import ForwardStats, TimedForward, timed_phase
 from ltx_jax.pipeline.video_files import load_mask_video
@@ -92,16 +86,17 @@ class LTXPipeline:
         self,
         models: PipelineModels,
         *,
-        flow: Flow = "one-stage",
+        flow: str | Flow = "one-stage",
         mesh: Mesh | None = None,
         runtime: RuntimeOptions = RuntimeOptions(),
     ) -> None:
-        check_flow(flow)
+        flow = flows.get(flow)
         mesh = make_mesh(1) if mesh is None else mesh
         parts = models.components
         self.config: LTXConfig = parts.transformer.cfg
         runtime.check(self.config, mesh)
-        self.flow, self.mesh, self.runtime = flow, mesh, runtime
+        self.flow: Flow = flow
+        self.mesh, self.runtime = mesh, runtime
         self.defaults: GenerationDefaults = models.defaults
         self.description = models.description
         self._timed = [
@@ -125,7 +120,7 @@ class LTXPipeline:
         spatial_upsampler_path: PathLike | None = None,
         distilled_lora: Lora | PathLike | None = None,
         loras: Sequence[Lora | PathLike] = (),
-        flow: Flow = "one-stage",
+        flow: str | Flow = "one-stage",
         mesh: Mesh | None = None,
         strategy: Strategy = "ulysses",
         backend: ExchangeBackend = "all_to_all",
@@ -154,11 +149,16 @@ class LTXPipeline:
 
     @classmethod
     def from_files(
-        cls, files: CheckpointFiles, *, flow: Flow, mesh: Mesh | None = None, runtime: RuntimeOptions = RuntimeOptions()
+        cls,
+        files: CheckpointFiles,
+        *,
+        flow: str | Flow,
+        mesh: Mesh | None = None,
+        runtime: RuntimeOptions = RuntimeOptions(),
     ) -> LTXPipeline:
         """`from_checkpoint` with its options as typed values: checks everything from the files' headers,
         then loads."""
-        check_flow(flow)
+        flow = flows.get(flow)
         mesh = make_mesh(1) if mesh is None else mesh
         files.check(flow)
         runtime.check(files.dit_config(), mesh)
@@ -168,7 +168,7 @@ class LTXPipeline:
     def embedded(
         cls,
         *,
-        flow: Flow = "one-stage",
+        flow: str | Flow = "one-stage",
         mesh: Mesh | None = None,
         strategy: Strategy = "ulysses",
         backend: ExchangeBackend = "all_to_all",
@@ -178,7 +178,7 @@ class LTXPipeline:
         """The embedded tiny model with RANDOM weights (`ltx_jax.pipeline.embedded`): every stage of a
         real generation runs (building it takes about a minute on a 2-core CPU, mostly random
         initialisation; a generation then a few seconds); the output is noise-like."""
-        check_flow(flow)
+        flow = flows.get(flow)
         mesh = make_mesh(1) if mesh is None else mesh
         runtime = RuntimeOptions(strategy, backend, max_batch_size)
         runtime.check(LTXConfig.from_metadata(EMBEDDED_CONFIG), mesh)
@@ -215,9 +215,12 @@ class LTXPipeline:
         `output_path`: an mp4 written while the video decodes (see `generate`).
         """
         settings = GenerationSettings(
-            height, width, num_frames, frame_rate, num_inference_steps, seed, tuple(images), guidance,
-            tuple(reference_videos), skip_stage_2, reference_attention_strength, attention_mask_video, audio_path,
-            audio_start_time, audio_max_duration, retake, enhance_prompt,
+            height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
+            num_inference_steps=num_inference_steps, seed=seed, images=tuple(images), guidance=guidance,
+            reference_videos=tuple(reference_videos), skip_stage_2=skip_stage_2,
+            reference_attention_strength=reference_attention_strength, attention_mask_video=attention_mask_video,
+            audio_path=audio_path, audio_start_time=audio_start_time, audio_max_duration=audio_max_duration,
+            retake=retake, enhance_prompt=enhance_prompt,
         )  # fmt: skip
         return self.generate(prompt, settings, negative_prompt=negative_prompt, output_path=output_path)
 
@@ -255,8 +258,7 @@ class LTXPipeline:
                 enhanced = prompt = self.enhance(prompt, settings)
         with timed_phase(timings, "prompt_encoding", peaks):
             positive, negative = self._prompts(prompt, negative_prompt, settings.guidance)
-        request = self._request(settings, positive, negative)
-        validate(request, self.flow)  # before anything is compiled for it
+        request = self._request(settings, positive, negative)  # from settings `resolve` checked
         for forward in self._timed:
             forward.seconds.clear()
             forward.peaks.clear()
@@ -309,7 +311,7 @@ class LTXPipeline:
         decodes (the others computed the same latents, and return None for frames and audio), and writes
         the mp4 where `output` (path, metadata) names one."""
         with timed_phase(timings, "denoising", peaks):
-            video_latent, audio_latent = generate(self._components, request, self.flow, stages := {})
+            video_latent, audio_latent = run(self._components, request, self.flow, stages := {})
         timings.update(stages)  # within denoising
         latents, (path, metadata) = (video_latent, audio_latent), output
         if jax.process_index() != 0:
@@ -325,14 +327,14 @@ class LTXPipeline:
             self._compiler.wait()
             video = self._decode_video(video_latent, seed)
         audio, rate = self._audio_track(request, audio_latent)
-        if audio is not None and self.flow != "a2vid":
+        if audio is not None and self.flow.audio_output == "decoded":
             with timed_phase(timings, "audio_decoding", peaks):
                 audio = np.asarray(audio, np.float32)
         return latents, video, None if audio is None else np.ascontiguousarray(audio.T), rate
 
     def _audio_track(self, request: Request, audio_latent: jax.Array | None) -> tuple[object, int]:
         """The `(channels, samples)` waveform (a2vid's input; else decoding, dispatched) and its rate, or (None, 0)."""
-        if self.flow == "a2vid":  # the input audio itself, as the reference returns it
+        if self.flow.audio_output == "input":  # the input audio itself, as the reference returns it
             return request.audio.waveform, request.audio.sample_rate
         if audio_latent is None:
             return None, 0

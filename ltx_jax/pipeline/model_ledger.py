@@ -32,6 +32,7 @@ from ltx_jax.model.abstract import abstract_module
 from ltx_jax.model.lora import LoraWeights, combined, with_lora
 from ltx_jax.model.model import LTXModel
 from ltx_jax.model.quantization import Quantization, check_quantization
+from ltx_jax.pipeline import flows
 from ltx_jax.pipeline.components import (
     PipelineModels,
     Upsampling,
@@ -41,8 +42,9 @@ from ltx_jax.pipeline.components import (
     geometry,
 )
 from ltx_jax.pipeline.decoders import decoder_callables
-from ltx_jax.pipeline.requests import AUDIO_INPUT_FLOWS, GUIDED_TWO_STAGE_FLOWS, SINGLE_STAGE_FLOWS, Components, Flow
-from ltx_jax.pipeline.settings import GenerationDefaults, checkpoint_defaults
+from ltx_jax.pipeline.defaults import GenerationDefaults
+from ltx_jax.pipeline.flows import Flow, ModelVersion
+from ltx_jax.pipeline.requests import Components
 
 PathLike = str | os.PathLike
 
@@ -87,8 +89,9 @@ class CheckpointFiles:
     quantization: Quantization = "none"
     components_path: PathLike | None = None
 
-    def check(self, flow: Flow) -> None:
+    def check(self, flow: str | Flow) -> None:
         """Raises `ValueError`/`FileNotFoundError` naming the argument and the fix; reads file headers only."""
+        flow = flows.get(flow)
         if Path(self.checkpoint_path).is_dir():
             self._check_converted(flow)
         else:
@@ -102,17 +105,20 @@ class CheckpointFiles:
         check_quantization(self.quantization)
         if self.gemma_root is not None and not Path(self.gemma_root).is_dir():
             raise FileNotFoundError(f"gemma_root={os.fspath(self.gemma_root)!r} is not a directory (Gemma 3 weights).")
-        if flow not in SINGLE_STAGE_FLOWS and self.spatial_upsampler_path is None:
-            raise ValueError(f"The {flow} flow needs spatial_upsampler_path (the 2x latent upsampler .safetensors).")
+        if flow.needs.upsampler and self.spatial_upsampler_path is None:
+            raise ValueError(
+                f"The {flow.name} flow needs spatial_upsampler_path (the 2x latent upsampler .safetensors)."
+            )
         if self.spatial_upsampler_path is not None:
             _check_file("spatial_upsampler_path", self.spatial_upsampler_path, ".safetensors")
-        guided = flow in GUIDED_TWO_STAGE_FLOWS
-        if guided and self.distilled_lora is None:
-            raise ValueError(f"The {flow} flow needs distilled_lora=Lora(PATH, STRENGTH) for its second stage.")
-        if not guided and self.distilled_lora is not None:
+        uses_lora = flow.needs.distilled_lora is not None
+        if uses_lora and self.distilled_lora is None:
+            raise ValueError(f"The {flow.name} flow needs distilled_lora=Lora(PATH, STRENGTH) for its second stage.")
+        if not uses_lora and self.distilled_lora is not None:
+            users = [name for name in flows.names() if flows.get(name).needs.distilled_lora]
             raise ValueError(
-                f"distilled_lora applies to the second stage of the {' and '.join(GUIDED_TWO_STAGE_FLOWS)} flows; "
-                f"the {flow} flow does not use it. Drop it (the distilled flow runs the distilled checkpoint itself)."
+                f"distilled_lora applies to the second stage of the {' and '.join(users)} flows; the {flow.name} "
+                "flow does not use it. Drop it (the distilled flow runs the distilled checkpoint itself)."
             )
         for stage in (1, 2):
             strength = getattr(self, f"distilled_lora_strength_stage_{stage}")
@@ -125,7 +131,7 @@ class CheckpointFiles:
             if not math.isfinite(lora.strength):
                 raise ValueError(f"{name}: the strength of {lora.path} must be a finite number, got {lora.strength}.")
             check_lora_matches(checkpoint, lora)
-        if flow == "ic-lora":
+        if flow.needs.ic_lora:
             reference_downscale_factor(self.loras)  # the IC-LoRAs' factors agree
 
     def _check_converted(self, flow: Flow) -> None:
@@ -145,7 +151,7 @@ class CheckpointFiles:
                 f"{directory} was converted from LTX {manifest.get('model_version')} with "
                 f"{manifest['config']['num_layers']}: pass the file it was converted from ({manifest['source']!r})."
             )
-        if self.loras and flow != "ic-lora":  # ic-lora applies its LoRA as stage 1 runs; the others fuse at load
+        if self.loras and not flow.needs.ic_lora:  # an IC-LoRA applies as stage 1 runs; the others fuse at load
             raise ValueError(
                 f"loras (--lora) fuse into the weights as a .safetensors loads; {os.fspath(self.checkpoint_path)} is "
                 "converted: fuse them when converting (scripts/convert_checkpoint.py --lora), or load the file."
@@ -163,9 +169,13 @@ class CheckpointFiles:
         """The DiT's config from the checkpoint's header (or a converted directory's manifest)."""
         return _header(self.checkpoint_path)[0]
 
-    def defaults(self, flow: Flow) -> GenerationDefaults:
+    def model_version(self) -> ModelVersion:
+        """ "2.3" or "2", from the checkpoint's header (or a converted directory's manifest)."""
+        return "2.3" if _header(self.checkpoint_path)[1] else "2"
+
+    def defaults(self, flow: str | Flow) -> GenerationDefaults:
         """The reference's defaults for this checkpoint's model version and `flow`."""
-        return checkpoint_defaults(_header(self.checkpoint_path)[1], flow)
+        return flows.get(flow).defaults(self.model_version())
 
 
 def _check_file(name: str, path: PathLike, suffix: str) -> None:
@@ -210,8 +220,9 @@ def _with_loras(model: nnx.Module, loras: tuple[Lora, ...], mesh: Mesh) -> nnx.M
     return with_lora(model, combined([load_lora(model, lora, mesh=mesh) for lora in loras])) if loras else model
 
 
-def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModels:
+def load_models(files: CheckpointFiles, flow: str | Flow, mesh: Mesh) -> PipelineModels:
     """Every model `flow` needs, from `files` (checked with `files.check(flow)` first), the DiTs on `mesh`."""
+    flow = flows.get(flow)
     files.check(flow)
     tensors, config = checkpoint_tensors(files.components())
     dtype = jnp.dtype(files.dtype)
@@ -219,10 +230,10 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
         load_checkpoint, files.checkpoint_path, mesh=mesh, dtype=dtype, shard_weights=files.shard_weights,
         quantization=files.quantization,
     )  # fmt: skip
-    ic_lora = flow == "ic-lora"  # its LoRAs (the IC-LoRA) run in stage 1 only; stage 2 is the plain DiT
+    ic_lora = flow.needs.ic_lora  # its LoRAs (the IC-LoRA) run in stage 1 only; stage 2 is the plain DiT
     with ThreadPoolExecutor(1, thread_name_prefix="ltx-jax-lora") as beside:
         distilled = None
-        if flow in GUIDED_TWO_STAGE_FLOWS:  # read while the DiT loads (its bar shows the time): 2,688 small factors
+        if flow.needs.distilled_lora:  # read while the DiT loads (its bar shows the time): 2,688 small factors
             distilled = beside.submit(_distilled_lora, files, dtype, mesh)
         model, _ = load(loras=() if ic_lora else files.loras)
     stage_1, stage_2 = model, None
@@ -230,7 +241,7 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
         stage_1, stage_2 = _with_loras(model, files.loras, mesh), model
     if distilled is not None:  # the base weights shared, the distilled LoRA added block by block in stage 2
         lora = distilled.result()
-        if flow == "two-stage-hq":  # both stages carry it, at their own strengths (one copy of the factors)
+        if flow.needs.distilled_lora == "both_stages":  # at their own strengths, one copy of the factors
             stage_1 = with_lora(model, dataclasses.replace(lora, strength=files.distilled_lora_strength_stage_1))
             lora = dataclasses.replace(lora, strength=files.distilled_lora_strength_stage_2)
         stage_2 = with_lora(model, lora)
@@ -245,21 +256,21 @@ def load_models(files: CheckpointFiles, flow: Flow, mesh: Mesh) -> PipelineModel
         dtype=dtype,
         stage_2_transformer=stage_2,
         upsample=upsample,
-        reference_downscale_factor=reference_downscale_factor(files.loras) if flow == "ic-lora" else 1,
+        reference_downscale_factor=reference_downscale_factor(files.loras) if ic_lora else 1,
         encode_audio=audio_encoder_callable(functools.partial(_audio_encoder, config, tensors, dtype), dtype)
-        if flow in AUDIO_INPUT_FLOWS
+        if flow.needs.audio_encoder
         else None,
         **conditioning_encoders(functools.partial(_video_encoder, config, tensors, dtype), dtype),
     )
     prompt_encoder = None if files.gemma_root is None else _gemma_prompt_encoder(files, config, tensors, mesh)
-    is_2_3 = _header(files.checkpoint_path)[1]
+    version = files.model_version()
     return PipelineModels(
         components=components,
         decode_video=decode_video,
         decode_audio=decode_audio,
         prompt_encoder=prompt_encoder,
-        defaults=checkpoint_defaults(is_2_3, flow),
-        description=f"{os.fspath(files.checkpoint_path)} (LTX-{'2.3' if is_2_3 else '2'}, {dtype.name})",
+        defaults=flow.defaults(version),
+        description=f"{os.fspath(files.checkpoint_path)} (LTX-{version}, {dtype.name})",
     )
 
 

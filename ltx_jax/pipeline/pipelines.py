@@ -1,32 +1,15 @@
-"""The generation flows of ltx-pipelines: one stage, two stages, distilled, keyframe interpolation.
+"""Runs a flow's plan: the stages of `ltx_jax.pipeline.flows` on the models a flow calls.
 
-Sources: `ltx_pipelines/ti2vid_one_stage.py`, `ti2vid_two_stages.py`, `distilled.py`,
-`keyframe_interpolation.py` (1.0.0).
-- one stage: the full resolution with guidance over the `LTX2Scheduler` schedule;
-- two stages: half resolution with guidance, 2x latent upsampler, then the full resolution
-  without guidance (the distilled LoRA applied to the DiT) over the 3-step stage-2 sigmas, starting
-  from the upsampled latent noised to the first sigma; the stage-1 audio is noised and denoised
-  again with it, and that stage-2 audio is kept (as 1.0.0 decodes it);
-- distilled: both stages without guidance (8 + 3 steps);
-- keyframe interpolation: two stages, where every image, frame 0 included, is a guiding keyframe
-  (tokens appended to the video's) rather than frame 0 replacing the first latent frame;
-- two stages HQ (`ti2vid_two_stages_hq.py`): two stages with the res_2s sampler, the stage-1
-  schedule shifted for the stage-1 latent's token count, the distilled LoRA in both stages at
-  their own strengths (components.transformer and stage_2_transformer);
-- IC-LoRA (`ic_lora.py`): the distilled flow whose stage 1 runs the DiT with the IC-LoRA
-  (components.transformer) and sees reference videos (depth, pose, edges) as appended tokens;
-  stage 2 runs the plain DiT (stage_2_transformer) without them, or is skipped;
-- audio to video (`a2vid_two_stage.py`): two stages around a given audio track, whose latent
-  (`components.encode_audio`) stays fixed (denoise mask 0, never noised) while the video is
-  denoised with guidance in stage 1 (the audio unguided) and refined in stage 2;
-- retake (`retake.py`): one guided stage at a source video's size from its encoded video and audio,
-  generating a time span again and keeping the rest (`regenerate_time_span`).
-The components are callables, so the flows run on any mesh and with any decoder implementation.
+`generate(components, request, flow)` checks the request, asks the flow for its `Plan`, and runs
+each `Stage` in order: its initial latents (noise, the previous stage's upsampled, or encoded
+inputs), its conditionings (images, reference videos, a retake span, a fixed audio), its sampler
+and guidance, on the weights it names. The components are callables, so the flows run on any mesh
+and with any decoder implementation. What each flow does, and which ltx-pipelines file it follows,
+is in its module under `flows/`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -37,6 +20,7 @@ import numpy as np
 
 from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
 from ltx_jax.model.modality import Modality
+from ltx_jax.pipeline import flows, requests
 from ltx_jax.pipeline.conditioning import (
     condition_by_keyframe,
     condition_by_latent_index,
@@ -46,121 +30,143 @@ from ltx_jax.pipeline.conditioning import (
     regenerate_time_span,
     with_attention_strength,
 )
-from ltx_jax.pipeline.requests import (
-    GUIDED_TWO_STAGE_FLOWS,
-    SINGLE_STAGE_FLOWS,
-    UNGUIDED_FLOWS,
-    Components,
-    Flow,
-    ImageCondition,
-    Request,
-    VideoCondition,
-    validate,
-)
-from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES, STAGE_2_DISTILLED_SIGMA_VALUES, ltx2_sigmas
-from ltx_jax.pipeline.stages import (
-    Conditioning,
-    Guidance,
-    PromptEmbeddings,
-    Sampler,
-    denoise_audio_video,
-    first_forward_inputs,
-)
+from ltx_jax.pipeline.flows import Flow, Plan, Stage
+from ltx_jax.pipeline.requests import Components, ImageCondition, Request, VideoCondition
+from ltx_jax.pipeline.stages import Conditioning, PromptEmbeddings, denoise_audio_video, first_forward_inputs
 from ltx_jax.pipeline.types import LatentState, VideoLatentShape, VideoPixelShape
+
+Latents = tuple[jax.Array | None, jax.Array | None]
 
 
 def generate(
-    components: Components, request: Request, flow: Flow, timings: dict[str, float] | None = None
-) -> tuple[jax.Array | None, jax.Array | None]:
-    """Runs `flow`; returns the final video latent `(B, C, F, H, W)` and audio latent `(B, C, T, M)`.
-    With `timings`, a two-stage flow adds the wall seconds of "stage_1_denoising", "upsampling" and
-    "stage_2_denoising" to it (a2vid also "audio_encoding")."""
+    components: Components, request: Request, flow: str | Flow, timings: dict[str, float] | None = None
+) -> Latents:
+    """Runs `flow` (a registered name or a `Flow`); returns the final video latent `(B, C, F, H, W)`
+    and audio latent `(B, C, T, M)`. With `timings`, each timed stage adds its wall seconds under its
+    `Stage.timing` ("stage_1_denoising", "stage_2_denoising"), with "upsampling" and the encoding of
+    inputs ("audio_encoding")."""
+    flow = flows.get(flow)
     validate(request, flow)
+    return run(components, request, flow, timings)
+
+
+def validate(request: Request, flow: str | Flow) -> None:
+    """Raises before any device work, naming the argument and the fix (`flow`: a name or a `Flow`)."""
+    flow = flows.get(flow)
+    requests.check_sizes(request.height, request.width, request.num_frames, request.frame_rate, flow)
+    requests.check_images(request.images, request.num_frames, flow)
+    requests.check_reference_videos(request.reference_videos, request.skip_stage_2, flow)
+    masked = request.reference_attention_mask is not None
+    requests.check_reference_attention(request.reference_attention_strength, masked, flow)
+    requests.check_attention_mask(request.reference_attention_mask)
+    requests.check_audio_input(request.audio, flow)
+    requests.check_retake(request.retake, request.num_frames, request.frame_rate, flow)
+    if flow.guided and request.guidance.needs_negative_prompt() and request.negative is None:
+        raise ValueError(
+            "A cfg scale != 1 needs the negative prompt's embeddings (Request.negative); pass them, or set both "
+            "cfg scales to 1."
+        )
+
+
+def run(components: Components, request: Request, flow: Flow, timings: dict[str, float] | None = None) -> Latents:
+    """`generate` for a request already checked (`validate`, or `GenerationSettings.resolve`)."""
+    plan = flow.plan(request, components.geometry)
+    _check_components(components, plan, flow)
     key = jax.random.key(request.seed)
-    if flow == "one-stage":
-        sigmas = ltx2_sigmas(request.num_inference_steps)
-        return _stage(components, request, 1, sigmas, key, request.guidance, "denoising")
-    if flow == "retake":
-        return _retake(components, request, key)
-    guided = flow in GUIDED_TWO_STAGE_FLOWS
-    if components.upsample is None and not request.skip_stage_2:
-        raise ValueError(f"The {flow} flow needs the spatial upsampler (components.upsample).")
-    stage_1_sigmas = _stage_1_sigmas(components, request, flow)
     timed = functools.partial(_timed, {} if timings is None else timings)
-    audio = None
-    if flow == "a2vid":
-        audio = timed("audio_encoding", _input_audio_latent, components, request)
-        request = _audio_unguided(request)
-    guidance = request.guidance if guided else Guidance()
-    options = {
-        "keyframes_only": flow == "keyframe-interpolation",
-        "sampler": "res2s" if flow == "two-stage-hq" else "euler",
-        "audio_conditionings": [keep_all] if flow == "a2vid" else [],
-    }
-    video, audio = timed(
-        "stage_1_denoising", _stage, components, request, 2, stage_1_sigmas, key, guidance, "stage 1", **options,
-        initial=(None, audio), references=request.reference_videos,
-    )  # fmt: skip
-    if request.skip_stage_2:
-        return video, audio
-    upsampled = timed("upsampling", components.upsample, video[:1])
-    stage_2 = dataclasses.replace(components, transformer=components.stage_2_transformer or components.transformer)
-    sigmas = np.asarray(STAGE_2_DISTILLED_SIGMA_VALUES, np.float32)
-    return timed(
-        "stage_2_denoising", _stage, stage_2, request, 1, sigmas, jax.random.fold_in(key, 2), Guidance(), "stage 2",
-        initial=(upsampled, audio), noise_scale=float(sigmas[0]), **options,
-    )  # fmt: skip
+    video = audio = None
+    for stage in plan.stages:
+        video, audio = _initial_latents(components, request, stage, (video, audio), timed)
+        stage_key = jax.random.fold_in(key, stage.noise_stream) if stage.noise_stream else key
+        run_stage = functools.partial(_stage, components, request, stage, stage_key, (video, audio))
+        video, audio = timed(stage.timing, run_stage) if stage.timing else run_stage()
+    return video, audio
 
 
-def final_latent_shapes(components: Components, request: Request, flow: Flow) -> tuple[tuple, tuple]:
-    """The shapes of the video and audio latents `generate` returns for `request` (stage 1's size where
-    stage 2 is skipped): what the decoders will be given."""
-    scale = 2 if request.skip_stage_2 and flow not in SINGLE_STAGE_FLOWS else 1
-    pixels = _pixels(request, scale)
+def final_latent_shapes(components: Components, request: Request, flow: str | Flow) -> tuple[tuple, tuple]:
+    """The shapes of the video and audio latents `generate` returns for `request`: what the decoders
+    will be given (the plan's last stage's size)."""
+    pixels = stage_pixels(request, flows.get(flow).plan(request, components.geometry).decoded_downscale)
     return components.geometry.video(pixels).shape, components.geometry.audio(pixels).shape
 
 
-def stage_2_first_forward(
-    components: Components, request: Request, flow: Flow
-) -> tuple[Modality | None, Modality | None, BatchedPerturbationConfig] | None:
-    """The shapes (`jax.ShapeDtypeStruct`s) of the inputs of stage 2's first DiT forward for `request`,
-    and its perturbations, so that stage 2 can be compiled while stage 1 runs; None where `flow` has
-    no stage 2 or the request skips it, and where stage 2 is conditioned on images (encoding them is
-    real work, done when stage 2 starts)."""
-    if flow in SINGLE_STAGE_FLOWS or request.skip_stage_2 or request.images:
-        return None
-    return first_forward_inputs(
-        _pixels(request), request.prompt, geometry=components.geometry, dtype=components.dtype,
-        negative=request.negative, audio_conditionings=[keep_all] if flow == "a2vid" else [],
-        max_batch_size=request.max_batch_size,
-    )  # fmt: skip
+def later_first_forwards(
+    components: Components, request: Request, flow: str | Flow
+) -> list[tuple[Stage, tuple[Modality | None, Modality | None, BatchedPerturbationConfig]]]:
+    """For each stage after the first whose first DiT forward can be compiled while stage 1 runs
+    (`Stage.compiles_ahead`), that stage and the shapes (`jax.ShapeDtypeStruct`s) of its forward's
+    inputs with its perturbations."""
+    stages = flows.get(flow).plan(request, components.geometry).stages[1:]
+    return [
+        (stage, first_forward_inputs(
+            stage_pixels(request, stage.downscale), request.prompt, geometry=components.geometry,
+            dtype=components.dtype, negative=request.negative,
+            audio_conditionings=[keep_all] if stage.fixed_audio else [], max_batch_size=request.max_batch_size,
+        ))
+        for stage in stages
+        if _compiles_ahead(stage, request)
+    ]  # fmt: skip
 
 
-def _pixels(request: Request, downscale: int = 1) -> VideoPixelShape:
+def _compiles_ahead(stage: Stage, request: Request) -> bool:
+    """Whether a stage's first forward can be compiled while an earlier stage runs: its inputs' shapes
+    must not wait on encoding (images, reference videos, a source video: real work, done as it starts)."""
+    return not (request.images or stage.references or stage.initial_video == "source")
+
+
+def stage_transformer(components: Components, stage: Stage) -> Any:  # noqa: ANN401 - a Forward
+    """The DiT a stage runs: stage 2's weights where the stage names them and they exist."""
+    if stage.weights == "stage_2" and components.stage_2_transformer is not None:
+        return components.stage_2_transformer
+    return components.transformer
+
+
+def _check_components(components: Components, plan: Plan, flow: Flow) -> None:
+    """Raises naming the missing component before any stage runs."""
+    stages = plan.stages
+    if any(stage.initial_video == "upsampled" for stage in stages) and components.upsample is None:
+        raise ValueError(f"The {flow.name} flow needs the spatial upsampler (components.upsample).")
+    if any(stage.initial_audio == "input" for stage in stages) and components.encode_audio is None:
+        raise ValueError(f"The {flow.name} flow needs the audio VAE encoder (components.encode_audio).")
+    source = any(stage.initial_video == "source" or stage.initial_audio == "source" for stage in stages)
+    if source and (components.encode_video is None or components.encode_audio is None):
+        raise ValueError(
+            f"The {flow.name} flow needs the video and audio VAE encoders (components.encode_video/_audio)."
+        )
+
+
+def _initial_latents(
+    components: Components, request: Request, stage: Stage, previous: Latents, timed: Callable[..., Any]
+) -> tuple[Any, Any]:
+    """The latents `stage` starts from (None: noise), from the previous stage's `previous` or the request's inputs."""
+    video, audio = previous
+    if stage.initial_video == "upsampled":
+        video = timed("upsampling", components.upsample, video[:1])
+    elif stage.initial_video == "source":
+        video = components.encode_video(request.retake.video, request.height, request.width, request.num_frames)
+    else:
+        video = None
+    if stage.initial_audio == "input":
+        audio = timed("audio_encoding", _input_audio_latent, components, request)
+    elif stage.initial_audio == "source":
+        audio = _source_audio_latent(components, request)
+    elif stage.initial_audio == "noise":
+        audio = None
+    return video, audio
+
+
+def stage_pixels(request: Request, downscale: int = 1) -> VideoPixelShape:
     """The request's video size, at 1/`downscale` of its height and width (a stage's size)."""
     return VideoPixelShape(
         1, request.num_frames, request.height // downscale, request.width // downscale, request.frame_rate
     )
 
 
-def _stage_1_sigmas(components: Components, request: Request, flow: Flow) -> np.ndarray:
-    """The distilled sigmas, or `ltx2_sigmas` shifted for 4,096 tokens (the reference's default), or
-    for HQ for the stage-1 latent's own token count (its scheduler is given the latent)."""
-    if flow in UNGUIDED_FLOWS:
-        return np.asarray(DISTILLED_SIGMA_VALUES)
-    if flow != "two-stage-hq":
-        return ltx2_sigmas(request.num_inference_steps)
-    half = _pixels(request, 2)
-    return ltx2_sigmas(request.num_inference_steps, tokens=components.geometry.video(half).token_count())
-
-
 def _input_audio_latent(components: Components, request: Request) -> np.ndarray:
     """a2vid's input audio encoded and cut to the video's duration (`A2VidPipelineTwoStage.__call__`)."""
-    if components.encode_audio is None:
-        raise ValueError("The a2vid flow needs the audio VAE encoder (components.encode_audio).")
     audio = request.audio
     latent = np.asarray(components.encode_audio(audio.waveform, audio.sample_rate))
-    shape = _pixels(request)
+    shape = stage_pixels(request)
     frames = components.geometry.audio(shape).frames
     if latent.shape[2] < frames:
         raise ValueError(
@@ -172,25 +178,12 @@ def _input_audio_latent(components: Components, request: Request) -> np.ndarray:
     return latent[:, :, :frames]
 
 
-def _retake(components: Components, request: Request, key: jax.Array) -> tuple[jax.Array | None, jax.Array | None]:
-    """retake (`RetakePipeline.__call__`): one guided stage at the source's size, starting from its encoded
-    video and audio, generating only the span again (`regenerate_time_span`); a source without audio
-    has all of its audio generated."""
-    if components.encode_video is None or components.encode_audio is None:
-        raise ValueError("The retake flow needs the video and audio VAE encoders (components.encode_video/_audio).")
-    span = request.retake
-    video = components.encode_video(span.video, request.height, request.width, request.num_frames)
-    audio, audio_conditionings = None, []
-    if request.audio is not None:
-        shape = _pixels(request)
-        encoded = np.asarray(components.encode_audio(request.audio.waveform, request.audio.sample_rate))
-        audio = _fitted(encoded, components.geometry.audio(shape).frames)
-        audio_conditionings = [functools.partial(regenerate_time_span, **_span(span.window("audio")))]
-    return _stage(
-        components, request, 1, ltx2_sigmas(request.num_inference_steps), key, request.guidance, "retake",
-        initial=(video, audio), audio_conditionings=audio_conditionings,
-        conditionings=[functools.partial(regenerate_time_span, **_span(span.window("video")))],
-    )  # fmt: skip
+def _source_audio_latent(components: Components, request: Request) -> np.ndarray | None:
+    """retake's source audio encoded and cut, or zero-padded, to the video (None: the source has none)."""
+    if request.audio is None:
+        return None
+    encoded = np.asarray(components.encode_audio(request.audio.waveform, request.audio.sample_rate))
+    return _fitted(encoded, components.geometry.audio(stage_pixels(request)).frames)
 
 
 def _span(window: tuple[float, float]) -> dict[str, float]:
@@ -205,11 +198,12 @@ def _fitted(latent: np.ndarray, frames: int) -> np.ndarray:
     return np.concatenate([latent, pad], axis=2)
 
 
-def _audio_unguided(request: Request) -> Request:
-    """a2vid's audio is fixed: it gets no guidance, and its unconditional pass sees the prompt's audio
-    context (the reference's audio guider has no negative context)."""
-    negative = None if request.negative is None else PromptEmbeddings(request.negative.video, request.prompt.audio)
-    return dataclasses.replace(request, guidance=Guidance(request.guidance.video), negative=negative)
+def _unguided_audio_negative(request: Request) -> PromptEmbeddings | None:
+    """With the audio fixed, the unconditional pass sees the prompt's audio context (the reference's
+    audio guider has no negative context)."""
+    if request.negative is None:
+        return None
+    return PromptEmbeddings(request.negative.video, request.prompt.audio)
 
 
 def _timed(timings: dict[str, float], phase: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
@@ -220,44 +214,35 @@ def _timed(timings: dict[str, float], phase: str, fn: Callable[..., Any], *args:
     return out
 
 
-def _stage(
-    components: Components,
-    request: Request,
-    downscale: int,
-    sigmas: np.ndarray,
-    key: jax.Array,
-    guidance: Guidance,
-    description: str,
-    initial: tuple[jax.Array | None, jax.Array | None] = (None, None),
-    noise_scale: float = 1.0,
-    keyframes_only: bool = False,
-    sampler: Sampler = "euler",
-    references: Sequence[VideoCondition] = (),
-    audio_conditionings: Sequence[Conditioning] = (),
-    conditionings: Sequence[Conditioning] = (),
-) -> tuple[jax.Array | None, jax.Array | None]:
-    shape = _pixels(request, downscale)
+def _stage(components: Components, request: Request, stage: Stage, key: jax.Array, initial: Latents) -> Latents:
+    shape = stage_pixels(request, stage.downscale)
+    video_conditionings = [
+        *_image_conditionings(components, request.images, shape, keyframes_only=stage.images == "keyframes"),
+        *_reference_conditionings(components, request.reference_videos if stage.references else (), shape, request),
+    ]
+    audio_conditionings = [keep_all] if stage.fixed_audio else []
+    if stage.regenerate_span:
+        span = request.retake
+        video_conditionings.append(functools.partial(regenerate_time_span, **_span(span.window("video"))))
+        if initial[1] is not None:
+            audio_conditionings.append(functools.partial(regenerate_time_span, **_span(span.window("audio"))))
     return denoise_audio_video(
-        components.transformer,
+        stage_transformer(components, stage),
         shape,
-        sigmas,
+        np.asarray(stage.sigmas, np.float32),
         key,
         request.prompt,
         geometry=components.geometry,
         dtype=components.dtype,
-        guidance=guidance,
-        negative=request.negative,
-        conditionings=[
-            *_image_conditionings(components, request.images, shape, keyframes_only),
-            *_reference_conditionings(components, references, shape, request),
-            *conditionings,
-        ],
+        guidance=stage.guidance,
+        negative=_unguided_audio_negative(request) if stage.fixed_audio else request.negative,
+        conditionings=video_conditionings,
         initial_video_latent=None if initial[0] is None else np.asarray(initial[0]),
         initial_audio_latent=None if initial[1] is None else np.asarray(initial[1]),
-        noise_scale=noise_scale,
+        noise_scale=stage.noise_scale,
         max_batch_size=request.max_batch_size,
-        description=description,
-        sampler=sampler,
+        description=stage.description,
+        sampler=stage.sampler,
         audio_conditionings=audio_conditionings,
     )
 

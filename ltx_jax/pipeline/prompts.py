@@ -16,11 +16,13 @@ from jax.sharding import Mesh
 
 from ltx_jax.config import LTXConfig
 from ltx_jax.parallel import make_mesh
+from ltx_jax.pipeline import flows
 from ltx_jax.pipeline.components import encode_texts
+from ltx_jax.pipeline.defaults import GenerationDefaults
+from ltx_jax.pipeline.flows import Flow
 from ltx_jax.pipeline.images import read_image, resize_and_center_crop
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_prompt_encoder
-from ltx_jax.pipeline.requests import UNGUIDED_FLOWS, Flow, check_flow
-from ltx_jax.pipeline.settings import GenerationDefaults, GenerationSettings
+from ltx_jax.pipeline.settings import GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
 from ltx_jax.text_encoders.gemma.prompt_enhancer import ENHANCE_IMAGE_LONG_SIDE
 
@@ -33,13 +35,13 @@ def prompt_contexts(
     negative_prompt: str | PromptEmbeddings | None,
     *,
     guidance: Guidance,
-    flow: Flow,
+    flow: str | Flow,
     defaults: GenerationDefaults,
     cfg: LTXConfig,
 ) -> Contexts:
     """The contexts of `prompt` and, where `guidance` contrasts with it, of the negative prompt (None:
     `defaults.negative_prompt`). Text is encoded by `encoder`; embeddings are checked against `cfg`."""
-    needs_negative = flow not in UNGUIDED_FLOWS and guidance.needs_negative_prompt()
+    needs_negative = flows.get(flow).guided and guidance.needs_negative_prompt()
     if isinstance(prompt, PromptEmbeddings):
         check_embeddings(cfg, "prompt", prompt)
         if needs_negative and not isinstance(negative_prompt, PromptEmbeddings):
@@ -119,13 +121,13 @@ class TextEncoder:
         del text
     """
 
-    def __init__(self, encoder: Any, *, flow: Flow, defaults: GenerationDefaults, cfg: LTXConfig) -> None:  # noqa: ANN401
-        self.encoder, self.flow, self.defaults, self.cfg = encoder, flow, defaults, cfg
+    def __init__(self, encoder: Any, *, flow: str | Flow, defaults: GenerationDefaults, cfg: LTXConfig) -> None:  # noqa: ANN401
+        self.encoder, self.flow, self.defaults, self.cfg = encoder, flows.get(flow), defaults, cfg
 
     @classmethod
-    def from_files(cls, files: CheckpointFiles, *, flow: Flow, mesh: Mesh | None = None) -> TextEncoder:
+    def from_files(cls, files: CheckpointFiles, *, flow: str | Flow, mesh: Mesh | None = None) -> TextEncoder:
         """The text path of `files` (which must name `gemma_root`), its weights split over `mesh`."""
-        check_flow(flow)
+        flow = flows.get(flow)
         files.check(flow)
         if files.gemma_root is None:
             raise ValueError("TextEncoder.from_files needs files.gemma_root (the Gemma 3 directory).")

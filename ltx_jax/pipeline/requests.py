@@ -1,5 +1,5 @@
-"""What a flow is asked for and what it calls: flows, conditioning inputs, `Components`, `Request`,
-and the checks a request passes before any device work.
+"""What a flow is asked for and what it calls: conditioning inputs, `Components`, `Request`, and the
+checks a request passes before any device work (each reading what the flow takes from its `Flow`).
 
 Every check raises `ValueError`/`TypeError` naming the argument, its value and the fix.
 """
@@ -10,7 +10,7 @@ import dataclasses
 import numbers
 import os
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import jax
 import jax.numpy as jnp
@@ -20,21 +20,10 @@ from ltx_jax.pipeline.denoisers import Forward
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
 from ltx_jax.pipeline.stages import Guidance, LatentGeometry, PromptEmbeddings
 
-Flow = Literal[
-    "one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation", "ic-lora", "a2vid", "retake"
-]  # fmt: skip
-FLOWS: tuple[Flow, ...] = (
-    "one-stage", "two-stage", "two-stage-hq", "distilled", "keyframe-interpolation", "ic-lora", "a2vid", "retake"
-)  # fmt: skip
-# One stage at the requested size (no upsampler): sizes are multiples of 32, not 64.
-SINGLE_STAGE_FLOWS: tuple[Flow, ...] = ("one-stage", "retake")
-# These encode audio (the audio VAE encoder): a2vid's input, retake's source track.
-AUDIO_INPUT_FLOWS: tuple[Flow, ...] = ("a2vid", "retake")
-# The distilled model's fixed sigmas (8 + 3 steps) without guidance: no steps, guidance or negative prompt.
-UNGUIDED_FLOWS: tuple[Flow, ...] = ("distilled", "ic-lora")
+if TYPE_CHECKING:  # the flows' plans take requests: the checks read a given `Flow`, not the registry
+    from ltx_jax.pipeline.flows.flow import Flow
+
 MAX_CRF = 51  # libx264's worst quality
-# Guided stage 1 at half size, then stage 2 with the distilled LoRA: these need `distilled_lora`.
-GUIDED_TWO_STAGE_FLOWS: tuple[Flow, ...] = ("two-stage", "two-stage-hq", "keyframe-interpolation", "a2vid")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +103,7 @@ class Components:
     reference_downscale_factor: int = 1
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Request:
     """One generation. Frames 8k+1; height/width multiples of 32 (64 for the two-stage flows).
     `negative` is the negative prompt's embeddings, needed when a cfg scale of `guidance` is not 1.
@@ -144,19 +133,14 @@ class Request:
     retake: RetakeSpan | None = None
 
 
-def check_flow(flow: str) -> None:
-    if flow not in FLOWS:
-        raise ValueError(f"flow must be one of {list(FLOWS)}, got {flow!r}.")
-
-
 def check_sizes(height: int, width: int, num_frames: int, frame_rate: float, flow: Flow) -> None:
     """Raises `ValueError` naming the size and the fix: the VAE's 32x32x8 compression (64 in space
     for the two-stage flows, whose first stage runs at half the size)."""
-    divisor = 32 if flow in SINGLE_STAGE_FLOWS else 64
+    divisor = flow.size_multiple
     for name, value in (("height", height), ("width", width)):
         if value <= 0 or value % divisor:
             raise ValueError(
-                f"{name}={value} must be a positive multiple of {divisor} for the {flow} flow "
+                f"{name}={value} must be a positive multiple of {divisor} for the {flow.name} flow "
                 f"(try {max(divisor, round(value / divisor) * divisor)})."
             )
     if num_frames < 1 or (num_frames - 1) % 8:
@@ -166,7 +150,9 @@ def check_sizes(height: int, width: int, num_frames: int, frame_rate: float, flo
         raise ValueError(f"frame_rate must be positive, got {frame_rate}.")
 
 
-def check_images(images: Sequence[ImageCondition], num_frames: int) -> None:
+def check_images(images: Sequence[ImageCondition], num_frames: int, flow: Flow) -> None:
+    if images and not flow.takes_images:
+        raise ValueError(f"images (--image): the {flow.name} flow takes none; its source video conditions it.")
     for image in images:
         if not isinstance(image, ImageCondition):
             raise TypeError(f"images must hold ImageCondition(path, frame_idx, strength) entries, got {image!r}.")
@@ -185,14 +171,14 @@ def check_images(images: Sequence[ImageCondition], num_frames: int) -> None:
 
 def check_reference_videos(videos: Sequence[VideoCondition], skip_stage_2: bool, flow: Flow) -> None:
     """IC-LoRA's reference videos and `skip_stage_2`: given with the ic-lora flow (at least one video) only."""
-    if flow != "ic-lora":
+    if not flow.needs.ic_lora:
         if videos or skip_stage_2:
             given = "reference_videos (--video-conditioning)" if videos else "skip_stage_2 (--skip-stage-2)"
-            raise ValueError(f"{given} belongs to the ic-lora flow; the {flow} flow does not use it.")
+            raise ValueError(f"{given} belongs to the ic-lora flow; the {flow.name} flow does not use it.")
         return
     if not videos:
         raise ValueError(
-            "The ic-lora flow needs at least one reference video: VideoCondition(path, strength) in "
+            f"The {flow.name} flow needs at least one reference video: VideoCondition(path, strength) in "
             "reference_videos (--video-conditioning PATH STRENGTH)."
         )
     for video in videos:
@@ -204,10 +190,10 @@ def check_reference_videos(videos: Sequence[VideoCondition], skip_stage_2: bool,
 
 def check_reference_attention(strength: float, masked: bool, flow: Flow) -> None:
     """ic-lora's attention strength in [0, 1]; it and a mask (`masked`) belong to the ic-lora flow only."""
-    if flow != "ic-lora" and (strength != 1.0 or masked):
+    if not flow.needs.ic_lora and (strength != 1.0 or masked):
         raise ValueError(
             f"The reference attention strength and mask (--conditioning-attention-mask) belong to the ic-lora flow; "
-            f"the {flow} flow does not use them."
+            f"the {flow.name} flow does not use them."
         )
     if not 0.0 <= strength <= 1.0:
         raise ValueError(f"reference_attention_strength={strength} must lie in [0, 1] (1: full attention).")
@@ -226,12 +212,14 @@ def check_attention_mask(mask: np.ndarray | None) -> None:
 
 def check_retake(span: RetakeSpan | None, num_frames: int, frame_rate: float, flow: Flow) -> None:
     """retake's span: given with the retake flow only; finite, `start < end`, starting inside the video."""
-    if flow != "retake":
+    if not flow.needs.source_video:
         if span is not None:
-            raise ValueError(f"retake (--video-path, --start-time, --end-time) belongs to the retake flow, not {flow}.")
+            raise ValueError(
+                f"retake (--video-path, --start-time, --end-time) belongs to the retake flow, not {flow.name}."
+            )
         return
     if not isinstance(span, RetakeSpan):
-        raise TypeError(f"The retake flow needs retake=RetakeSpan(video, start_time, end_time), got {span!r}.")
+        raise TypeError(f"The {flow.name} flow needs retake=RetakeSpan(video, start_time, end_time), got {span!r}.")
     times = (span.start_time, span.end_time)
     if not all(isinstance(t, numbers.Real) and not isinstance(t, bool) and np.isfinite(t) for t in times):
         raise ValueError(f"retake: --start-time and --end-time must be finite seconds, got {times}.")
@@ -247,15 +235,16 @@ def check_retake(span: RetakeSpan | None, num_frames: int, frame_rate: float, fl
 
 def check_audio_input(audio: AudioInput | None, flow: Flow) -> None:
     """a2vid needs the input audio (`AudioInput`), retake may have one (the source's), no other flow takes one."""
-    if flow == "retake" and audio is None:
+    if flow.needs.audio_input == "from_source" and audio is None:
         return
-    if flow not in AUDIO_INPUT_FLOWS:
+    if flow.needs.audio_input is None:
         if audio is not None:
-            raise ValueError(f"audio (--audio-path) belongs to the a2vid flow; the {flow} flow generates its own.")
+            raise ValueError(f"audio (--audio-path) belongs to the a2vid flow; the {flow.name} flow generates its own.")
         return
     if not isinstance(audio, AudioInput):
         raise TypeError(
-            f"The {flow} flow takes audio=AudioInput(waveform, sample_rate) (a2vid: --audio-path FILE), got {audio!r}."
+            f"The {flow.name} flow takes audio=AudioInput(waveform, sample_rate) (a2vid: --audio-path FILE), "
+            f"got {audio!r}."
         )
     waveform = np.asarray(audio.waveform)
     if waveform.ndim != 2 or waveform.shape[1] == 0 or not np.all(np.isfinite(waveform)):
@@ -271,22 +260,3 @@ def check_audio_input(audio: AudioInput | None, flow: Flow) -> None:
     rate = audio.sample_rate
     if isinstance(rate, bool) or not isinstance(rate, numbers.Integral) or rate <= 0:
         raise ValueError(f"audio.sample_rate must be a positive integer (Hz), got {audio.sample_rate!r}.")
-
-
-def validate(request: Request, flow: Flow) -> None:
-    """Raises before any device work, naming the argument and the fix."""
-    check_flow(flow)
-    check_sizes(request.height, request.width, request.num_frames, request.frame_rate, flow)
-    check_images(request.images, request.num_frames)
-    check_reference_videos(request.reference_videos, request.skip_stage_2, flow)
-    check_reference_attention(request.reference_attention_strength, request.reference_attention_mask is not None, flow)
-    check_attention_mask(request.reference_attention_mask)
-    check_audio_input(request.audio, flow)
-    check_retake(request.retake, request.num_frames, request.frame_rate, flow)
-    if flow == "retake" and request.images:
-        raise ValueError("The retake flow takes no conditioning images (--image); its source video conditions it.")
-    if flow not in UNGUIDED_FLOWS and request.guidance.needs_negative_prompt() and request.negative is None:
-        raise ValueError(
-            "A cfg scale != 1 needs the negative prompt's embeddings (Request.negative); pass them, or set both "
-            "cfg scales to 1."
-        )

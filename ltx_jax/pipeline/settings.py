@@ -1,9 +1,5 @@
-"""A generation's arguments besides the prompt, and their defaults, in one place.
-
-Defaults: the reference's per model version and flow (`ltx_pipelines/utils/constants.py`:
-`LTX_2_PARAMS`, `LTX_2_3_PARAMS`, `LTX_2_3_HQ_PARAMS`, `DEFAULT_NEGATIVE_PROMPT`; `utils/args.py`: one stage
-at 512x768, the two-stage flows at twice that, 1024x1536, HQ 1088x1920), and the embedded tiny model's.
-"""
+"""A generation's arguments besides the prompt (`GenerationSettings`), resolved against a flow's
+defaults (`ltx_jax.pipeline.defaults`) and checked once, before any device work."""
 
 from __future__ import annotations
 
@@ -12,16 +8,15 @@ import math
 import numbers
 import os
 
+from ltx_jax.pipeline import flows
 from ltx_jax.pipeline.audio_files import MAX_CHANNELS, audio_channels, audio_duration, check_audio_file
-from ltx_jax.pipeline.guiders import MultiModalGuiderParams
+from ltx_jax.pipeline.defaults import GenerationDefaults
+from ltx_jax.pipeline.flows import Flow
 from ltx_jax.pipeline.images import check_image_readable
 from ltx_jax.pipeline.requests import (
-    UNGUIDED_FLOWS,
-    Flow,
     ImageCondition,
     RetakeSpan,
     VideoCondition,
-    check_flow,
     check_images,
     check_reference_attention,
     check_reference_videos,
@@ -32,85 +27,8 @@ from ltx_jax.pipeline.schedulers import DISTILLED_SIGMA_VALUES
 from ltx_jax.pipeline.stages import Guidance
 from ltx_jax.pipeline.video_files import video_metadata
 
-DEFAULT_NEGATIVE_PROMPT = (
-    "blurry, out of focus, overexposed, underexposed, low contrast, washed out colors, excessive noise, "
-    "grainy texture, poor lighting, flickering, motion blur, distorted proportions, unnatural skin tones, "
-    "deformed facial features, asymmetrical face, missing facial features, extra limbs, disfigured hands, "
-    "wrong hand count, artifacts around text, inconsistent perspective, camera shake, incorrect depth of "
-    "field, background too sharp, background clutter, distracting reflections, harsh shadows, inconsistent "
-    "lighting direction, color banding, cartoonish rendering, 3D CGI look, unrealistic materials, uncanny "
-    "valley effect, incorrect ethnicity, wrong gender, exaggerated expressions, wrong gaze direction, "
-    "mismatched lip sync, silent or muted audio, distorted voice, robotic voice, echo, background noise, "
-    "off-sync audio, incorrect dialogue, added dialogue, repetitive speech, jittery movement, awkward "
-    "pauses, incorrect timing, unnatural transitions, inconsistent framing, tilted camera, flat lighting, "
-    "inconsistent tone, cinematic oversaturation, stylized filters, or AI artifacts."
-)
 
-
-def reference_guidance(stg_block: int) -> Guidance:
-    """The reference's CFG + STG + modality guidance, STG on `stg_block` (28 on LTX-2.3, 29 on 2.0)."""
-    video = MultiModalGuiderParams(
-        cfg_scale=3.0, stg_scale=1.0, stg_blocks=(stg_block,), rescale_scale=0.7, modality_scale=3.0
-    )
-    return Guidance(video, dataclasses.replace(video, cfg_scale=7.0))
-
-
-@dataclasses.dataclass(frozen=True)
-class GenerationDefaults:
-    """What a generation uses for every argument the caller leaves out."""
-
-    height: int
-    width: int
-    num_frames: int
-    frame_rate: float
-    num_inference_steps: int
-    seed: int
-    negative_prompt: str
-    guidance: Guidance
-
-
-_LTX_2 = GenerationDefaults(
-    height=512,
-    width=768,
-    num_frames=121,
-    frame_rate=24.0,
-    num_inference_steps=40,
-    seed=10,
-    negative_prompt=DEFAULT_NEGATIVE_PROMPT,
-    guidance=reference_guidance(29),
-)
-_LTX_2_3 = dataclasses.replace(_LTX_2, num_inference_steps=30, guidance=reference_guidance(28))
-# The HQ flow's (the reference's HQ parser uses them whatever the checkpoint): 15 res_2s steps, no STG.
-_HQ = dataclasses.replace(
-    _LTX_2_3,
-    height=1088,
-    width=1920,
-    num_inference_steps=15,
-    guidance=Guidance(
-        MultiModalGuiderParams(cfg_scale=3.0, stg_scale=0.0, rescale_scale=0.45, modality_scale=3.0),
-        MultiModalGuiderParams(cfg_scale=7.0, stg_scale=0.0, rescale_scale=1.0, modality_scale=3.0),
-    ),
-)
-# The embedded tiny model: 2 blocks (STG on the second), small frames, few steps.
-EMBEDDED_DEFAULTS = dataclasses.replace(
-    _LTX_2_3, height=128, width=192, num_frames=25, num_inference_steps=8, guidance=reference_guidance(1)
-)
-
-
-def checkpoint_defaults(is_ltx_2_3: bool, flow: Flow) -> GenerationDefaults:
-    """The reference's defaults for an LTX-2.3 (else 2.0) checkpoint and `flow`: the two-stage flows
-    generate at twice the one-stage resolution."""
-    defaults = _LTX_2_3 if is_ltx_2_3 else _LTX_2
-    if flow == "one-stage":
-        return defaults
-    if flow == "retake":  # RetakePipeline.__call__'s 40 steps and empty negative prompt, its command's seed
-        return dataclasses.replace(defaults, num_inference_steps=40, seed=42, negative_prompt="")
-    if flow == "two-stage-hq":
-        return _HQ
-    return dataclasses.replace(defaults, height=2 * defaults.height, width=2 * defaults.width)
-
-
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class GenerationSettings:
     """One generation's arguments besides the prompt; None takes the pipeline's default.
 
@@ -156,12 +74,12 @@ class GenerationSettings:
     retake: RetakeSpan | None = None
     enhance_prompt: bool = False
 
-    def resolve(self, defaults: GenerationDefaults, flow: Flow) -> GenerationSettings:
+    def resolve(self, defaults: GenerationDefaults, flow: str | Flow) -> GenerationSettings:
         """Every None replaced by its default, checked for `flow`. Raises `ValueError`/`TypeError`
         naming the argument, its value and the fix; reads the headers of the files named (images, the
         a2vid audio, retake's source video), not the models."""
-        check_flow(flow)
-        distilled = flow in UNGUIDED_FLOWS
+        flow = flows.get(flow)
+        distilled = not flow.guided
         given_distilled = (
             ("num_inference_steps (--num-inference-steps)", self.num_inference_steps),
             ("guidance (the --video-*/--audio-* guidance flags)", self.guidance),
@@ -169,11 +87,11 @@ class GenerationSettings:
         for name, value in given_distilled:
             if distilled and value is not None:
                 raise ValueError(
-                    f"{name} given: the {flow} flow runs fixed sigmas (8 + 3 steps) without guidance; "
+                    f"{name} given: the {flow.name} flow runs fixed sigmas (8 + 3 steps) without guidance; "
                     "leave it unset, or use the one-stage or two-stage flow."
                 )
         given = {field: getattr(self, field) for field in _DEFAULTED}
-        if flow == "retake":
+        if flow.needs.source_video:
             given.update(_source_size(self.retake, given))
         resolved = dataclasses.replace(
             self,
@@ -183,7 +101,8 @@ class GenerationSettings:
             reference_videos=tuple(self.reference_videos),
         )
         frames, fps = resolved.num_frames, resolved.frame_rate
-        if flow == "a2vid" and self.audio_max_duration is None and _is_number(frames) and _is_number(fps) and fps > 0:
+        reads_audio = flow.needs.audio_input == "required"
+        if reads_audio and self.audio_max_duration is None and _is_number(frames) and _is_number(fps) and fps > 0:
             # the video's duration; values it cannot be computed from are left for `_check` to name
             resolved = dataclasses.replace(resolved, audio_max_duration=frames / fps)
         if distilled:
@@ -205,9 +124,7 @@ class GenerationSettings:
             raise TypeError(
                 f"guidance must be a Guidance(video=MultiModalGuiderParams(...), audio=...), got {self.guidance!r}."
             )
-        if flow == "retake" and self.images:
-            raise ValueError("images (--image): the retake flow takes none; its source video conditions it.")
-        check_images(self.images, self.num_frames)
+        check_images(self.images, self.num_frames, flow)
         for image in self.images:
             if not os.path.isfile(image.image):
                 raise FileNotFoundError(f"images: the conditioning image {os.fspath(image.image)!r} does not exist.")
@@ -239,15 +156,19 @@ class GenerationSettings:
 
     def _check_audio(self, flow: Flow) -> None:
         """a2vid's audio file: given (only) for a2vid, readable, and covering the video from the start time."""
-        if flow != "a2vid":
+        if flow.needs.audio_input != "required":
             given = [flag for flag, value, default in (
                 ("--audio-path", self.audio_path, None), ("--audio-start-time", self.audio_start_time, 0.0),
                 ("--audio-max-duration", self.audio_max_duration, None)) if value != default]  # fmt: skip
             if given:
-                raise ValueError(f"{', '.join(given)}: these belong to the a2vid flow; the {flow} flow makes its own.")
+                raise ValueError(
+                    f"{', '.join(given)}: these belong to the a2vid flow; the {flow.name} flow makes its own."
+                )
             return
         if self.audio_path is None:
-            raise ValueError("The a2vid flow needs audio_path (--audio-path FILE): the audio to generate a video for.")
+            raise ValueError(
+                f"The {flow.name} flow needs audio_path (--audio-path FILE): the audio to generate a video for."
+            )
         video_seconds = self.num_frames / self.frame_rate
         # The encoder makes ceil((1 + samples_16k // 160) / 4) latent frames: F of them need (F - 1) * 40 ms.
         needed = (round(video_seconds / AUDIO_LATENT_SECONDS) - 1) * AUDIO_LATENT_SECONDS
