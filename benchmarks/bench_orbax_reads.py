@@ -12,12 +12,9 @@ tensorstore's file kvstore read (its `bytes_read` metric) against the bytes of t
 
 import argparse
 import os
-import sys
 import tempfile
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # device_setup, beside generate.py
-from device_setup import simulate_cpu_devices_if_needed  # noqa: E402
+from ltx_jax.cli.devices import simulate_cpu_devices_if_needed  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:

@@ -11,12 +11,9 @@ bfloat16), runs it on one device and split over each `--mesh` size with Ulysses 
 """
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # device_setup, beside generate.py
-from device_setup import simulate_cpu_devices_if_needed  # noqa: E402
+from ltx_jax.cli.devices import simulate_cpu_devices_if_needed  # noqa: E402
 
 BACKENDS = {
     "all_to_all": "jax.lax.all_to_all (NCCL on GPUs)",

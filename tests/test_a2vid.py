@@ -8,7 +8,6 @@ parity tests (test_audio_encoder.py, test_audio_processor.py).
 
 import json
 import pathlib
-import sys
 
 import av
 import jax.numpy as jnp
@@ -21,8 +20,7 @@ from ltx_jax.pipeline import components, embedded, model_ledger, write_mp4
 from ltx_jax.pipeline.audio_files import check_audio_file, read_audio
 
 ROOT = pathlib.Path(__file__).parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import generate  # noqa: E402 - scripts/generate.py: its parser, without running it
+from ltx_jax.cli import generate  # noqa: E402 - the command: its parser, without running it
 
 RATE, SECONDS = 44100, 2.0
 

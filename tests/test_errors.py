@@ -26,8 +26,7 @@ from ltx_jax.convert.dit_tensors import Lora
 from ltx_jax.parallel import SequenceParallel
 
 ROOT = pathlib.Path(__file__).parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import generate  # noqa: E402 - scripts/generate.py: its parser, without running it
+from ltx_jax.cli import generate  # noqa: E402 - the command: its parser, without running it
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
@@ -88,14 +87,14 @@ def test_a_signal_during_mp4_writing_leaves_no_file(tmp_path, signum):
 
 
 def converting_child(tmp_path: pathlib.Path, num_layers: int, setup: str) -> subprocess.Popen:
-    """scripts/convert_checkpoint.py converting a tiny checkpoint into `tmp_path / "out"`, in a child that runs
+    """`ltx-jax convert` converting a tiny checkpoint into `tmp_path / "out"`, in a child that runs
     `setup` (Python lines) first; returned once its `.partial-*` directory exists."""
     src = tmp_path / "model.safetensors"
     cfg = ltx_jax.LTXConfig.tiny(num_layers=num_layers)
     write_checkpoint(src, cfg, official_state(torch_model(cfg).state_dict(), torch.bfloat16))
     child = (
-        f"import sys\nsys.path.insert(0, {str(ROOT / 'scripts')!r})\n{setup}import convert_checkpoint\n"
-        f"sys.exit(convert_checkpoint.main([{str(src)!r}, {str(tmp_path / 'out')!r}]))\n"
+        f"import sys\n{setup}from ltx_jax.cli import convert\n"
+        f"sys.exit(convert.main([{str(src)!r}, {str(tmp_path / 'out')!r}]))\n"
     )
     process = start([sys.executable, "-c", child])
     wait_for(lambda: any(p.name.startswith(".out.partial-") for p in tmp_path.iterdir()), "partial dir", process)

@@ -71,9 +71,10 @@ def test_the_registry_refuses_unknown_names_and_a_second_flow_of_one_name():
 
 
 def test_every_flow_is_listed_by_the_command_line():
-    out = subprocess.run(
-        [sys.executable, "scripts/generate.py", "--help"], capture_output=True, text=True, check=True, cwd=ROOT
-    ).stdout
+    """`ltx-jax generate --help`, the console script the install put beside this Python."""
+    command = [str(pathlib.Path(sys.executable).parent / "ltx-jax"), "generate", "--help"]
+    out = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.startswith("usage: ltx-jax generate")
     unwrapped = "".join(out.split())  # argparse wraps lines, also at hyphens
     for name in flows.names():
         assert "".join(f"{name}: {flows.get(name).summary}".split()) in unwrapped

@@ -39,8 +39,7 @@ from ltx_jax.pipeline import (
 )
 
 ROOT = pathlib.Path(__file__).parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import generate  # noqa: E402 - scripts/generate.py: its parser, without running it
+from ltx_jax.cli import generate  # noqa: E402 - the command: its parser, without running it
 
 SP_TOLERANCE = 1e-5  # DESIGN.md: SP equals the single-device model in float32
 

@@ -6,15 +6,13 @@ import contextlib
 import io
 import math
 import pathlib
-import sys
 import tempfile
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 ROOT = pathlib.Path(__file__).parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import generate  # noqa: E402 - scripts/generate.py: its parser, without running it
+from ltx_jax.cli import generate  # noqa: E402 - the command: its parser, without running it
 
 OUTPUT = str(pathlib.Path(tempfile.gettempdir()) / "preflight-property.mp4")  # writable; never written
 SIZES = st.sampled_from([-64, 0, 1, 31, 32, 64, 96, 100, 128, 192])

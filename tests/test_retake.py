@@ -5,7 +5,6 @@ The flow's latents against ltx-pipelines' `RetakePipeline.__call__` are in test_
 """
 
 import pathlib
-import sys
 
 import jax.numpy as jnp
 import numpy as np
@@ -18,8 +17,7 @@ from ltx_jax.pipeline.audio_files import read_audio
 from ltx_jax.pipeline.requests import RetakeSpan, check_retake
 
 ROOT = pathlib.Path(__file__).parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import generate  # noqa: E402 - scripts/generate.py: its parser, without running it
+from ltx_jax.cli import generate  # noqa: E402 - the command: its parser, without running it
 
 FRAMES, HEIGHT, WIDTH, FPS, AUDIO_RATE = 17, 128, 192, 24.0, 24000
 SPAN = (0.4, 0.6)

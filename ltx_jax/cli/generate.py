@@ -1,0 +1,510 @@
+"""Generate a video with audio from LTX-2, the DiT split over a device mesh.
+
+    ltx-jax generate --mesh 8                   # embedded tiny random-weight model, no download
+    ltx-jax generate --mesh 8 --checkpoint-path ltx-2.3-22b-dev.safetensors --gemma-root gemma-3-12b-it \\
+        --pipeline two-stage --spatial-upsampler-path upsampler.safetensors \\
+        --distilled-lora distilled-lora.safetensors --output-path out.mp4
+
+(`python scripts/generate.py ...` is the same command.) Flags are named like ltx-pipelines'; an unset
+generation flag takes the pipeline's default (the reference's for a checkpoint). Without a GPU the
+mesh is made of simulated CPU devices. This command parses the flags into ltx_jax's typed options
+and calls `ltx_jax.LTXPipeline`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, get_args
+
+from ltx_jax.cli.cluster import check_same_arguments, cluster_size, join_cluster, leave
+from ltx_jax.cli.devices import simulate_cpu_devices_if_needed
+from ltx_jax.cli.prompts import DEFAULT_PROMPT, check_enhance_prompt, enhance_all, load_prompt_embeddings, prompts_of
+from ltx_jax.cli.summary import Compilations, describe_mesh, format_summary, save_latents
+
+# Imported before JAX's backends start: none of these modules touches a device at import.
+from ltx_jax.convert.dit_tensors import PARAM_DTYPES, Lora
+from ltx_jax.interrupts import check_stop, describe, exit_status, signals_interrupt
+from ltx_jax.model.quantization import QUANTIZATIONS
+from ltx_jax.parallel.exchange import ExchangeBackend
+from ltx_jax.parallel.strategies import Strategy
+from ltx_jax.pipeline import GenerationSettings, Guidance, ImageCondition, RetakeSpan, VideoCondition, flows
+from ltx_jax.pipeline.defaults import EMBEDDED_DEFAULTS, reference_guidance
+from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
+from ltx_jax.user_cache import cache_dir
+
+_REFERENCE = reference_guidance(28).video
+GUIDANCE_FLAGS = {  # MultiModalGuiderParams field -> (flag suffix, help)
+    "cfg_scale": ("cfg-guidance-scale", "CFG scale"),
+    "stg_scale": ("stg-guidance-scale", f"STG scale (reference: {_REFERENCE.stg_scale})"),
+    "stg_blocks": ("stg-blocks", "STG blocks (reference: 28 on 2.3, 29 on 2.0)"),
+    "rescale_scale": ("rescale-scale", f"rescale (reference: {_REFERENCE.rescale_scale})"),
+    "skip_step": ("skip-step", "reuse x0 on k of k+1 steps (reference: 0)"),
+}
+CROSS_MODALITY = {"video": "a2v", "audio": "v2a"}  # the modality-guidance flag of each stream
+CHECKPOINT_ONLY = ("gemma_root", "prompt_cache_dir", "spatial_upsampler_path", "distilled_lora", "lora")
+CHECKPOINT_ONLY += ("shard_weights", "dtype", "distilled_lora_strength_stage_1", "distilled_lora_strength_stage_2")
+CHECKPOINT_ONLY += ("quantization", "components_path")
+
+
+def guidance_flags(parser: argparse.ArgumentParser, modality: str) -> None:
+    group = parser.add_argument_group(f"{modality} guidance (unset: the pipeline's default)")
+    reference = reference_guidance(28)
+    cfg = getattr(reference, modality).cfg_scale
+    for field, (suffix, text) in GUIDANCE_FLAGS.items():
+        kind = {"stg_blocks": int, "skip_step": int}.get(field, finite_float)
+        extra = {"nargs": "*"} if field == "stg_blocks" else {}
+        text = f"CFG scale (reference: {cfg})" if field == "cfg_scale" else text
+        group.add_argument(f"--{modality}-{suffix}", dest=f"{modality}.{field}", type=kind, help=text, **extra)
+    cross = CROSS_MODALITY[modality]
+    group.add_argument(
+        f"--{cross}-guidance-scale",
+        dest=f"{modality}.modality_scale",
+        type=finite_float,
+        help=f"modality guidance (reference: {_REFERENCE.modality_scale})",
+    )
+
+
+def size_help(name: str, unit: str) -> str:
+    one, two = flows.get("one-stage").defaults("2.3"), flows.get("two-stage").defaults("2.3")
+    return (
+        f"{unit} (default: {getattr(one, name)} one-stage, {getattr(two, name)} two-stage; "
+        f"embedded {getattr(EMBEDDED_DEFAULTS, name)})"
+    )
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite number (argparse names the flag in its error); NaN and inf are refused,
+    as they would run to the end and write NaN frames and audio."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+NOT_A_NUMBER = (ValueError, argparse.ArgumentTypeError)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (argparse names the flag in its error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    run = parser.add_argument_group("run")
+    run.add_argument("--mesh", type=positive_int, default=1, help="devices on the sequence-parallel axis (default 1)")
+    run.add_argument("--backend", choices=get_args(ExchangeBackend), default="all_to_all", help="head exchange")
+    run.add_argument("--strategy", choices=get_args(Strategy), default="ulysses", help="context parallelism")
+    run.add_argument("--ulysses-degree", type=positive_int, help="with --strategy usp: devices per Ulysses group")
+    run.add_argument("--cpu", action="store_true", help="simulated CPU devices even if a GPU is present")
+    run.add_argument("--debug", action="store_true", help="show the traceback of an error instead of one line")
+    run.add_argument(
+        "--max-batch-size", type=positive_int, default=None, help="guidance passes per forward (default: all)"
+    )
+    run.add_argument("--output-path", type=Path, default=Path("output.mp4"), help="mp4 to write (default output.mp4)")
+    run.add_argument("--save-latents", type=Path, help="also write the final video/audio latents to this .npz")
+    run.add_argument("--dtype", choices=list(PARAM_DTYPES), help="weights with --checkpoint-path (default bfloat16)")
+    run.add_argument(
+        "--quantization", choices=QUANTIZATIONS, help="with --checkpoint-path: fp8-cast keeps the DiT blocks' linear "
+        "weights in fp8 (half their memory), upcast in the matmuls; fp8 also multiplies and runs the video "
+        "self-attention in fp8 (Hopper) (default none)",
+    )  # fmt: skip
+    run.add_argument(
+        "--compile-cache-dir",
+        default=str(cache_dir() / "jax_compilation"),
+        help="JAX's persistent compilation cache, shared by runs and processes (default: %(default)s; 'none': off)",
+    )
+    cluster = parser.add_argument_group("several processes (jax.distributed; auto-detected under SLURM / Open MPI)")
+    cluster.add_argument("--coordinator-address", help="HOST:PORT of process 0's coordinator")
+    cluster.add_argument("--num-processes", type=positive_int, help="processes in the job")
+    cluster.add_argument("--process-id", type=int, help="this process's index, 0..num-processes-1")
+    cluster.add_argument(
+        "--distributed-timeout", type=positive_int, default=120, help="seconds to wait for peers (120)"
+    )
+    models = parser.add_argument_group("models (none given: the embedded tiny random-weight default)")
+    models.add_argument(
+        "--checkpoint-path", type=Path,
+        help="an official LTX-2 .safetensors (DiT, VAEs, vocoder), or a directory scripts/convert_checkpoint.py wrote",
+    )  # fmt: skip
+    models.add_argument(
+        "--components-path", type=Path, help="with a converted --checkpoint-path: the .safetensors its VAEs, vocoder "
+        "and text connectors come from (default: the file it was converted from, beside it)",
+    )  # fmt: skip
+    models.add_argument("--gemma-root", type=Path, help="Gemma 3 directory (weights + tokenizer) to encode --prompt")
+    models.add_argument("--prompt-cache-dir", type=Path, help="cache prompt contexts here (keyed by prompt + weights)")
+    models.add_argument("--prompt-embeddings", type=Path, help=".npz with video/audio[/negative_video/negative_audio]")
+    models.add_argument("--spatial-upsampler-path", type=Path, help="2x latent upsampler .safetensors")
+    models.add_argument("--distilled-lora", nargs="+", metavar=("PATH", "STRENGTH"), help="stage-2 LoRA [strength]")
+    for stage, default in ((1, 0.25), (2, 0.5)):
+        models.add_argument(
+            f"--distilled-lora-strength-stage-{stage}", type=finite_float,
+            help=f"two-stage-hq: the distilled LoRA's strength in stage {stage} (default {default})",
+        )  # fmt: skip
+    models.add_argument(
+        "--lora", nargs="+", action="append", metavar=("PATH", "STRENGTH"), help="a LoRA for every stage (repeatable)"
+    )
+    models.add_argument(
+        "--shard-weights",
+        action="store_true",
+        help="split the DiT's weights over the mesh (FSDP: a process reads only its slices), not a copy per device",
+    )
+    gen = parser.add_argument_group("generation (unset: the pipeline's default)")
+    gen.add_argument(
+        "--pipeline", choices=flows.names(), default="one-stage",
+        help="; ".join(f"{name}: {flows.get(name).summary}" for name in flows.names()),
+    )  # fmt: skip
+    gen.add_argument("--prompt", action="append", help=f"repeatable: one video each (default {DEFAULT_PROMPT!r})")
+    gen.add_argument("--prompts-file", type=Path, help="a text file, one prompt per line: one video each")
+    gen.add_argument("--negative-prompt", help="default: the reference's")
+    gen.add_argument(
+        "--enhance-prompt", action="store_true",
+        help="Gemma 3 rewrites each prompt first (ltx-pipelines' system prompts; it sees the first --image)",
+    )  # fmt: skip
+    gen.add_argument("--height", type=int, help=size_help("height", "pixels"))
+    gen.add_argument("--width", type=int, help=size_help("width", "pixels"))
+    gen.add_argument("--num-frames", type=int, help=size_help("num_frames", "8k+1 frames"))
+    gen.add_argument("--frame-rate", type=finite_float, help="fps (default 24)")
+    gen.add_argument("--num-inference-steps", type=int, help="steps (default 30 on 2.3, 40 on 2.0; embedded 8)")
+    gen.add_argument("--seed", type=int, help="random seed (default 10)")
+    gen.add_argument(
+        "--image", nargs="+", action="append", default=[], metavar="PATH FRAME_IDX STRENGTH [CRF]",
+        help=f"condition on an image (CRF: its H.264 compression first, default {DEFAULT_IMAGE_CRF}; 0: none)",
+    )  # fmt: skip
+    gen.add_argument(
+        "--video-conditioning", nargs=2, action="append", default=[], metavar=("PATH", "STRENGTH"),
+        help="ic-lora: a reference video (depth, pose, edges) for stage 1 (repeatable)",
+    )  # fmt: skip
+    gen.add_argument("--skip-stage-2", action="store_true", help="ic-lora: decode stage 1's half-size result")
+    gen.add_argument(
+        "--conditioning-attention-mask", nargs=2, metavar=("MASK_PATH", "STRENGTH"),
+        help="ic-lora: a grayscale video over the reference's frames (white = full attention) and a strength",
+    )  # fmt: skip
+    gen.add_argument("--video-path", help="retake: the source video whose --start-time..--end-time is generated again")
+    gen.add_argument("--start-time", type=finite_float, help="retake: seconds where the regenerated span starts")
+    gen.add_argument("--end-time", type=finite_float, help="retake: seconds where it ends (the rest is kept)")
+    gen.add_argument("--audio-path", help="a2vid: the audio (wav, mp3, m4a, a video's track) to make a video for")
+    gen.add_argument(
+        "--audio-start-time", type=finite_float, default=0.0, help="a2vid: seconds into --audio-path (default 0)"
+    )
+    gen.add_argument(
+        "--audio-max-duration", type=finite_float, help="a2vid: seconds of audio (default: the video's length)"
+    )
+    guidance_flags(parser, "video")
+    guidance_flags(parser, "audio")
+    return parser.parse_args(argv)
+
+
+def lora_of(flag: str, values: list[str]) -> Lora:
+    """`PATH [STRENGTH]` of `flag` as a `Lora`; raises `ValueError` naming the flag."""
+    if len(values) > 2:
+        raise ValueError(f"{flag} takes PATH [STRENGTH], got {len(values)} values: {values}.")
+    try:
+        return Lora(values[0], finite_float(values[1]) if len(values) == 2 else 1.0)
+    except NOT_A_NUMBER:
+        raise ValueError(f"{flag} {values[0]} {values[1]}: the strength must be a finite number, e.g. 0.8.") from None
+
+
+def guidance_of(args: argparse.Namespace, defaults: Guidance) -> Guidance | None:
+    """The guidance flags given, over the pipeline's defaults; None when none is given."""
+    streams = {}
+    for modality in ("video", "audio"):
+        fields = [*GUIDANCE_FLAGS, "modality_scale"]
+        given = {f: getattr(args, f"{modality}.{f}") for f in fields if getattr(args, f"{modality}.{f}") is not None}
+        streams[modality] = dataclasses.replace(getattr(defaults, modality), **given) if given else None
+    if not any(streams.values()):
+        return None
+    return Guidance(*(streams[m] or getattr(defaults, m) for m in ("video", "audio")))
+
+
+def images_of(args: argparse.Namespace) -> tuple[ImageCondition, ...]:
+    images = []
+    for values in args.image:
+        given = " ".join(values)
+        if len(values) not in (3, 4):
+            raise ValueError(f"--image {given}: give PATH FRAME_IDX STRENGTH [CRF] (3 or 4 values), got {len(values)}.")
+        path, frame, strength, *crf = values
+        try:
+            images.append(ImageCondition(path, int(frame), finite_float(strength), *(int(c) for c in crf)))
+        except NOT_A_NUMBER:
+            raise ValueError(
+                f"--image {given}: FRAME_IDX must be an integer, STRENGTH a finite number and CRF an integer."
+            ) from None
+    return tuple(images)
+
+
+def reference_videos_of(args: argparse.Namespace) -> tuple[VideoCondition, ...]:
+    videos = []
+    for path, strength in args.video_conditioning:
+        try:
+            videos.append(VideoCondition(path, finite_float(strength)))
+        except NOT_A_NUMBER:
+            raise ValueError(f"--video-conditioning {path} {strength}: STRENGTH must be a finite number.") from None
+    return tuple(videos)
+
+
+def attention_mask_of(args: argparse.Namespace) -> tuple[float, str | None]:
+    """`--conditioning-attention-mask MASK_PATH STRENGTH` as (strength, path); unset: (1.0, None)."""
+    if args.conditioning_attention_mask is None:
+        return 1.0, None
+    path, strength = args.conditioning_attention_mask
+    try:
+        return finite_float(strength), path
+    except NOT_A_NUMBER:
+        raise ValueError(
+            f"--conditioning-attention-mask {path} {strength}: STRENGTH must be a finite number."
+        ) from None
+
+
+def retake_of(args: argparse.Namespace) -> RetakeSpan | None:
+    """--video-path, --start-time and --end-time: all three, with --pipeline retake only."""
+    given = {flag: value for flag, value in (("--video-path", args.video_path), ("--start-time", args.start_time),
+                                             ("--end-time", args.end_time)) if value is not None}  # fmt: skip
+    if args.pipeline != "retake":
+        if given:
+            raise ValueError(f"{', '.join(given)}: these belong to --pipeline retake.")
+        return None
+    if len(given) < 3:
+        missing = sorted({"--video-path", "--start-time", "--end-time"} - set(given))
+        raise ValueError(f"--pipeline retake needs --video-path, --start-time and --end-time; missing {missing}.")
+    return RetakeSpan(args.video_path, args.start_time, args.end_time)
+
+
+def checkpoint_files(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a CheckpointFiles, or None
+    """The model files and their options, or None for the embedded default (which takes none of them)."""
+    from ltx_jax.pipeline.model_ledger import CheckpointFiles  # noqa: PLC0415
+
+    if args.checkpoint_path is None:
+        given = [f"--{name.replace('_', '-')}" for name in CHECKPOINT_ONLY if getattr(args, name)]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} apply to --checkpoint-path runs; the embedded default builds its own tiny "
+                "float32 models. Add --checkpoint-path, or drop them."
+            )
+        return None
+    return CheckpointFiles(
+        args.checkpoint_path,
+        gemma_root=args.gemma_root,
+        spatial_upsampler_path=args.spatial_upsampler_path,
+        distilled_lora=None if args.distilled_lora is None else lora_of("--distilled-lora", args.distilled_lora),
+        loras=tuple(lora_of("--lora", values) for values in args.lora or ()),
+        prompt_cache_dir=args.prompt_cache_dir,
+        dtype=args.dtype or "bfloat16",
+        shard_weights=args.shard_weights,
+        quantization=args.quantization or "none",
+        components_path=args.components_path,
+        **hq_strengths(args),
+    )
+
+
+def hq_strengths(args: argparse.Namespace) -> dict[str, float]:
+    """The two-stage-hq flow's per-stage distilled-LoRA strengths that were given (refused for other flows)."""
+    given = {
+        f"distilled_lora_strength_stage_{stage}": getattr(args, f"distilled_lora_strength_stage_{stage}")
+        for stage in (1, 2)
+        if getattr(args, f"distilled_lora_strength_stage_{stage}") is not None
+    }
+    if given and flows.get(args.pipeline).needs.distilled_lora != "both_stages":
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+        users = [name for name in flows.names() if flows.get(name).needs.distilled_lora == "both_stages"]
+        raise ValueError(
+            f"{flags} apply to --pipeline {' or '.join(users)}; the {args.pipeline} flow does not use them."
+        )
+    return given
+
+
+def check_writable(flag: str, path: Path) -> None:
+    """`path` can be written: not a directory, and its folder exists or can be created, writable."""
+    if path.is_dir():
+        raise IsADirectoryError(f"{flag} {path} is a directory; give the file to write, e.g. {path / 'out'}.")
+    folder = path.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise NotADirectoryError(
+            f"{flag} {path}: {folder} is a file, so no folder can be made there; choose another path."
+        )
+    if not os.access(folder, os.W_OK):
+        raise PermissionError(f"{flag} {path}: {folder} is not writable; choose a path you can write to.")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Checks every flag, builds the pipeline, generates, writes the mp4 (process 0); returns the summary."""
+    import jax  # noqa: PLC0415
+
+    from ltx_jax.config import LTXConfig  # noqa: PLC0415
+    from ltx_jax.parallel import make_mesh  # noqa: PLC0415
+    from ltx_jax.pipeline import RuntimeOptions  # noqa: PLC0415
+    from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG  # noqa: PLC0415
+    from ltx_jax.pipeline.prompts import check_embeddings  # noqa: PLC0415
+
+    check_same_arguments(args)
+    for flag, path in (("--output-path", args.output_path), ("--save-latents", args.save_latents)):
+        if path is not None:
+            check_writable(flag, path)
+    files = checkpoint_files(args)
+    if files is not None:
+        files.check(args.pipeline)
+    defaults = flows.get(args.pipeline).defaults("embedded") if files is None else files.defaults(args.pipeline)
+    strength, mask = attention_mask_of(args)
+    settings = GenerationSettings(
+        height=args.height, width=args.width, num_frames=args.num_frames, frame_rate=args.frame_rate,
+        num_inference_steps=args.num_inference_steps, seed=args.seed, images=images_of(args),
+        guidance=guidance_of(args, defaults.guidance), reference_videos=reference_videos_of(args),
+        skip_stage_2=args.skip_stage_2, reference_attention_strength=strength, attention_mask_video=mask,
+        audio_path=args.audio_path, audio_start_time=args.audio_start_time,
+        audio_max_duration=args.audio_max_duration, retake=retake_of(args), enhance_prompt=args.enhance_prompt,
+    )  # fmt: skip
+    settings.resolve(defaults, args.pipeline)  # every generation argument checked before anything is built
+    if args.enhance_prompt:
+        check_enhance_prompt(args, files, settings)
+    prompts, negative = prompts_of(args), args.negative_prompt
+    if args.prompt_embeddings is not None:
+        prompt, negative = load_prompt_embeddings(args.prompt_embeddings)
+        cfg = LTXConfig.from_metadata(EMBEDDED_CONFIG) if files is None else files.dit_config()
+        for name, embeddings in (("prompt", prompt), ("negative_prompt", negative)):
+            if embeddings is not None:
+                check_embeddings(cfg, f"--prompt-embeddings {args.prompt_embeddings}: {name}", embeddings)
+        prompts = [prompt]
+    if args.strategy == "usp" and args.ulysses_degree is None:
+        raise ValueError("--strategy usp needs --ulysses-degree U (devices per Ulysses group, dividing --mesh).")
+    mesh = make_mesh(args.mesh, ulysses=args.ulysses_degree if args.strategy == "usp" else None)
+    runtime = RuntimeOptions(args.strategy, args.backend, args.max_batch_size)
+    compilations = Compilations()
+    pipe, encoded, info = load_and_encode(args, files, settings, prompts, negative, mesh, runtime)
+    check_stop()  # a signal during loading or encoding stops every process here
+    settings = dataclasses.replace(settings, enhance_prompt=False)  # the prompts are enhanced and encoded
+    videos = []
+    for i, (context, negative_context) in enumerate(encoded):  # the models are loaded and compiled once for all
+        path = numbered(args.output_path, i, len(prompts))
+        with compilations:
+            enhanced = info["enhanced"][i]
+            out = pipe.generate(context, settings, negative_prompt=negative_context, enhanced_prompt=enhanced)
+        if jax.process_index() == 0:  # only process 0 decodes and writes
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # after decoding: interleaved (generate's output_path) was not shown faster
+            # (benchmarks/results/2026-12-03/README.md, "Fifth round")
+            start = time.perf_counter()
+            out.save(path)
+            out.timings["mp4_writing"] = time.perf_counter() - start
+            if args.save_latents is not None:
+                save_latents(numbered(args.save_latents, i, len(prompts)), out)
+        videos.append({"output": out, "path": path, "compiling": compilations.summary()})
+        check_stop()  # every process, once process 0 has written the video
+    return {"weights": pipe.description, "pipeline": args.pipeline, "mesh": describe_mesh(mesh, runtime),
+            **info, "videos": videos}  # fmt: skip
+
+
+def load_and_encode(
+    args: argparse.Namespace, files: Any, settings: Any, prompts: list[Any], negative: Any, mesh: Any, runtime: Any
+) -> tuple[Any, list[tuple[Any, Any]], dict[str, Any]]:  # noqa: ANN401 - library types, imported after JAX starts
+    """The pipeline and every prompt's contexts. With Gemma files, Gemma is loaded first, encodes every prompt
+    and is freed before the DiT is loaded (ltx-pipelines' order: the device holds one of them at a time);
+    the embedded default encodes with its own tiny Gemma, then releases it."""
+    from ltx_jax import LTXPipeline  # noqa: PLC0415
+    from ltx_jax.pipeline.prompts import TextEncoder  # noqa: PLC0415
+    from ltx_jax.pipeline.timing import device_memory_peak  # noqa: PLC0415
+
+    peaks, encoded, enhanced = {}, None, [None] * len(prompts)
+    start = time.perf_counter()
+    if files is not None and files.gemma_root is not None and isinstance(prompts[0], str):
+        runtime.check(files.dit_config(), mesh)  # before any device work, as from_files would
+        text = TextEncoder.from_files(files, flow=args.pipeline, mesh=mesh)
+        prompts, enhanced = enhance_all(text, prompts, settings)
+        encoded = [text.encode(prompt, settings, negative_prompt=negative) for prompt in prompts]
+        del text  # Gemma's weights are freed here, before the DiT is loaded
+        files = dataclasses.replace(files, gemma_root=None)
+        encode_s, peaks["prompt encoding"] = time.perf_counter() - start, device_memory_peak()
+    start = time.perf_counter()
+    if files is None:
+        parallel = {"strategy": args.strategy, "backend": args.backend, "max_batch_size": args.max_batch_size}
+        pipe = LTXPipeline.embedded(flow=args.pipeline, mesh=mesh, **parallel)
+    else:
+        pipe = LTXPipeline.from_files(files, flow=args.pipeline, mesh=mesh, runtime=runtime)
+    load_s, peaks["loading"] = time.perf_counter() - start, device_memory_peak()
+    if encoded is None:
+        start = time.perf_counter()
+        if isinstance(prompts[0], str):
+            prompts, enhanced = enhance_all(pipe, prompts, settings)
+        encoded = [pipe.encode(prompt, settings, negative_prompt=negative) for prompt in prompts]
+        pipe.release_text_encoder()  # every prompt is encoded: Gemma's weights are freed before any denoising
+        encode_s, peaks["prompt encoding"] = time.perf_counter() - start, device_memory_peak()
+    return pipe, encoded, {"load_s": load_s, "encode_s": encode_s, "peaks": peaks, "enhanced": enhanced}
+
+
+def numbered(path: Path, index: int, count: int) -> Path:
+    """`path` for one video; `stem-001.mp4`, `stem-002.mp4`, ... for several."""
+    return path if count == 1 else path.with_name(f"{path.stem}-{index + 1:03d}{path.suffix}")
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    args = parse_args(argv, prog)
+    with signals_interrupt():  # from here on SIGTERM / SIGHUP end the run like Ctrl-C: one line, no partial file
+        reporting_errors(args, lambda: start_and_run(args))
+
+
+def start_and_run(args: argparse.Namespace) -> None:
+    """Checks the process flags, sets the devices up, runs, prints the summary."""
+    cache = Path(args.compile_cache_dir)
+    if args.compile_cache_dir != "none" and cache.exists() and not cache.is_dir():
+        raise ValueError(f"--compile-cache-dir {cache} is a file; give a directory (created if missing) or 'none'.")
+    processes = cluster_size(args)
+    if args.mesh % processes:
+        raise ValueError(f"--mesh {args.mesh} must be a multiple of the {processes} processes (each brings devices).")
+    cpu = simulate_cpu_devices_if_needed(args.mesh // processes, args.cpu)  # before JAX initializes its backends
+    import jax  # noqa: PLC0415 - its backends start after the device setup
+
+    if processes > 1 or args.coordinator_address:
+        join_cluster(jax, args, cpu)
+    if args.compile_cache_dir != "none":  # keyed by JAX (program, devices, versions): safe to share
+        jax.config.update("jax_compilation_cache_dir", args.compile_cache_dir)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    start = time.perf_counter()
+    print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})")
+    info = run(args)
+    info["total_s"] = time.perf_counter() - start
+    print(format_summary(info))
+
+
+USAGE_ERRORS = (ValueError, TypeError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
+def reporting_errors(args: argparse.Namespace, work: Callable[[], object]) -> object:
+    """`work()`; a bad argument, a failure or an interruption ends the process with one line on stderr
+    (status 2, 1, or 128 + the signal) instead of a traceback, unless --debug."""
+    try:
+        return work()
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM / SIGHUP as `Terminated`
+        print(describe(interrupt, "generation"), file=sys.stderr)
+        leave(exit_status(interrupt))
+    except USAGE_ERRORS as error:
+        if args.debug:
+            raise
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        leave(2)
+    except Exception as error:
+        if args.debug:
+            raise
+        print(f"error: {type(error).__name__}: {one_line(error)} (--debug shows the traceback)", file=sys.stderr)
+        leave(1)
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
