@@ -298,7 +298,7 @@ def test_two_stage_from_files_with_upsampler_and_distilled_lora(tmp_path):
     a, b = (lora_block.lora_a[0].get_value(), lora_block.lora_b[0].get_value())
     assert float(np.abs(fused_kernel(base, a, b, 0.5) - base).max()) > 0.1
     pipe = LTXPipeline(models, flow="two-stage", mesh=make_mesh(8))  # its SequenceParallel copies share them too
-    stage_1, stage_2 = (jax.tree.leaves(timed.forward._state) for timed in pipe._timed)
+    stage_1, stage_2 = (jax.tree.leaves(timed.forward.forward._state) for timed in pipe._timed)
     resident = {id(x): x.nbytes for x in [*stage_1, *stage_2]}
     assert sum(resident.values()) == sum(x.nbytes for x in stage_1) + a.nbytes + b.nbytes
     info = generate.run(args)

@@ -40,6 +40,7 @@ from ltx_jax.pipeline.prompts import prompt_contexts
 from ltx_jax.pipeline.requests import AudioInput, ImageCondition, Request, RetakeSpan, VideoCondition
 from ltx_jax.pipeline.settings import GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
+from ltx_jax.pipeline.stops import StoppableForward
 from ltx_jax.pipeline.timing import ForwardStats, TimedForward, timed_phase
 from ltx_jax.pipeline.video_files import load_mask_video
 
@@ -100,7 +101,9 @@ class LTXPipeline:
         self.defaults: GenerationDefaults = models.defaults
         self.description = models.description
         self._timed = [
-            TimedForward(SequenceParallel(model, mesh, strategy=runtime.strategy, backend=runtime.backend))
+            TimedForward(
+                StoppableForward(SequenceParallel(model, mesh, strategy=runtime.strategy, backend=runtime.backend))
+            )
             for model in (parts.transformer, parts.stage_2_transformer)
             if model is not None
         ]

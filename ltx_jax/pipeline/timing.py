@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import jax
 
-from ltx_jax.interrupts import check_stop
 from ltx_jax.pipeline.denoisers import Forward
 
 
@@ -30,7 +29,6 @@ class TimedForward:
         self.forward, self.seconds, self.peaks = forward, {}, {}
 
     def __call__(self, video: object, audio: object, perturbations: object = None) -> tuple:
-        check_stop()  # a stop request ends the run here: a lost one, or in a cluster every process's at once
         start = time.perf_counter()
         out = jax.block_until_ready(self.forward(video, audio, perturbations))
         tokens = None if video is None else video.latent.shape[1]
