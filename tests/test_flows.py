@@ -2,6 +2,7 @@
 embedded model, and runs what its plan says; the built-in flows' plans and needs read as their
 ltx-pipelines files do."""
 
+import dataclasses
 import pathlib
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 import ltx_jax
-from ltx_jax.pipeline import Flow, Needs, Plan, Stage, flows, generate
+from ltx_jax.pipeline import Flow, GenerationSettings, Needs, Plan, Stage, flows, generate
 from ltx_jax.pipeline.requests import Request
 from ltx_jax.pipeline.stages import denoise_audio_video
 from ltx_jax.pipeline.types import VideoPixelShape
@@ -96,3 +97,17 @@ def test_built_in_plans(name, stages, needs):
     plan = flows.get(name).plan(request, ltx_jax.pipeline.LatentGeometry())
     assert [(s.description, s.downscale, s.initial_video, s.initial_audio) for s in plan.stages] == stages
     assert flows.get(name).needs == needs
+
+
+def test_settings_resolve_once(monkeypatch):
+    """Resolved settings resolve to themselves (their checks, which read file headers, do not run again),
+    and still resolve after a change, with the change checked."""
+    defaults = flows.get("distilled").defaults("embedded")
+    resolved = GenerationSettings(height=128, width=128, num_frames=9).resolve(defaults, "distilled")
+    checks = []
+    monkeypatch.setattr(GenerationSettings, "_check", lambda self, flow: checks.append(flow.name))
+    assert resolved.resolve(defaults, "distilled") is resolved
+    assert resolved.without_prompt_enhancement().resolve(defaults, "distilled").num_inference_steps == 8
+    assert checks == []
+    assert dataclasses.replace(resolved, seed=4).resolve(defaults, "distilled").seed == 4
+    assert checks == ["distilled"]

@@ -372,7 +372,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         audio_path=args.audio_path, audio_start_time=args.audio_start_time,
         audio_max_duration=args.audio_max_duration, retake=retake_of(args), enhance_prompt=args.enhance_prompt,
     )  # fmt: skip
-    settings.resolve(defaults, args.pipeline)  # every generation argument checked before anything is built
+    settings = settings.resolve(defaults, args.pipeline)  # every generation argument checked before anything is built
     if args.enhance_prompt:
         check_enhance_prompt(args, files, settings)
     prompts, negative = prompts_of(args), args.negative_prompt
@@ -386,11 +386,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.strategy == "usp" and args.ulysses_degree is None:
         raise ValueError("--strategy usp needs --ulysses-degree U (devices per Ulysses group, dividing --mesh).")
     mesh = make_mesh(args.mesh, ulysses=args.ulysses_degree if args.strategy == "usp" else None)
-    runtime = RuntimeOptions(args.strategy, args.backend, args.max_batch_size)
+    runtime = RuntimeOptions(strategy=args.strategy, backend=args.backend, max_batch_size=args.max_batch_size)
     compilations = Compilations()
     pipe, encoded, info = load_and_encode(args, files, settings, prompts, negative, mesh, runtime)
     check_stop()  # a signal during loading or encoding stops every process here
-    settings = dataclasses.replace(settings, enhance_prompt=False)  # the prompts are enhanced and encoded
+    settings = settings.without_prompt_enhancement()  # the prompts are enhanced and encoded
     videos = []
     for i, (context, negative_context) in enumerate(encoded):  # the models are loaded and compiled once for all
         path = numbered(args.output_path, i, len(prompts))

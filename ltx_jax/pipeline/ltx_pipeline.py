@@ -47,7 +47,7 @@ from ltx_jax.pipeline.video_files import load_mask_video
 PathLike = str | os.PathLike
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RuntimeOptions:
     """How the DiT runs on the mesh.
 
@@ -148,7 +148,12 @@ class LTXPipeline:
             quantization=quantization,
             components_path=components_path,
         )
-        return cls.from_files(files, flow=flow, mesh=mesh, runtime=RuntimeOptions(strategy, backend, max_batch_size))
+        return cls.from_files(
+            files,
+            flow=flow,
+            mesh=mesh,
+            runtime=RuntimeOptions(strategy=strategy, backend=backend, max_batch_size=max_batch_size),
+        )
 
     @classmethod
     def from_files(
@@ -183,7 +188,7 @@ class LTXPipeline:
         initialisation; a generation then a few seconds); the output is noise-like."""
         flow = flows.get(flow)
         mesh = make_mesh(1) if mesh is None else mesh
-        runtime = RuntimeOptions(strategy, backend, max_batch_size)
+        runtime = RuntimeOptions(strategy=strategy, backend=backend, max_batch_size=max_batch_size)
         runtime.check(LTXConfig.from_metadata(EMBEDDED_CONFIG), mesh)
         return cls(embedded_models(flow, weights_seed), flow=flow, mesh=mesh, runtime=runtime)
 

@@ -73,19 +73,26 @@ class GenerationSettings:
     audio_max_duration: float | None = None
     retake: RetakeSpan | None = None
     enhance_prompt: bool = False
+    # What these settings were resolved for (flow name, defaults); not an argument, and `replace` drops it.
+    _resolved_for: tuple[str, GenerationDefaults] | None = dataclasses.field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def resolve(self, defaults: GenerationDefaults, flow: str | Flow) -> GenerationSettings:
         """Every None replaced by its default, checked for `flow`. Raises `ValueError`/`TypeError`
         naming the argument, its value and the fix; reads the headers of the files named (images, the
-        a2vid audio, retake's source video), not the models."""
+        a2vid audio, retake's source video), not the models. Settings it returned are returned as they
+        are for the same flow and defaults: the checks run once."""
         flow = flows.get(flow)
+        if self._resolved_for == (flow.name, defaults):
+            return self
         distilled = not flow.guided
-        given_distilled = (
-            ("num_inference_steps (--num-inference-steps)", self.num_inference_steps),
-            ("guidance (the --video-*/--audio-* guidance flags)", self.guidance),
+        given_distilled = (  # each with what resolving gives it, so that resolved settings resolve again
+            ("num_inference_steps (--num-inference-steps)", self.num_inference_steps, len(DISTILLED_SIGMA_VALUES) - 1),
+            ("guidance (the --video-*/--audio-* guidance flags)", self.guidance, Guidance()),
         )
-        for name, value in given_distilled:
-            if distilled and value is not None:
+        for name, value, fixed in given_distilled:
+            if distilled and value is not None and value != fixed:
                 raise ValueError(
                     f"{name} given: the {flow.name} flow runs fixed sigmas (8 + 3 steps) without guidance; "
                     "leave it unset, or use the one-stage or two-stage flow."
@@ -108,7 +115,14 @@ class GenerationSettings:
         if distilled:
             resolved = dataclasses.replace(resolved, num_inference_steps=len(DISTILLED_SIGMA_VALUES) - 1)
         resolved._check(flow)
+        object.__setattr__(resolved, "_resolved_for", (flow.name, defaults))
         return resolved
+
+    def without_prompt_enhancement(self) -> GenerationSettings:
+        """These settings with `enhance_prompt` off (the prompts were enhanced ahead), resolved as these are."""
+        plain = dataclasses.replace(self, enhance_prompt=False)
+        object.__setattr__(plain, "_resolved_for", self._resolved_for)
+        return plain
 
     def _check(self, flow: Flow) -> None:
         for name in ("height", "width", "num_frames", "num_inference_steps", "seed"):
