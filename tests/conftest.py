@@ -1,10 +1,9 @@
-"""Test setup: 8 simulated CPU devices, set before JAX is imported anywhere."""
+"""Test setup: 8 simulated CPU devices, set before JAX is imported anywhere; on a machine without a GPU,
+XLA's CPU programs compiled without LLVM's optimisations (tests/cpu_compile.py says why)."""
 
-import os
+from cpu_compile import set_xla_flags
 
-os.environ["XLA_FLAGS"] = " ".join(
-    [os.environ.get("XLA_FLAGS", ""), "--xla_force_host_platform_device_count=8"]
-).strip()
+set_xla_flags(8)
 
 import sys  # noqa: E402 - after the device flags above
 

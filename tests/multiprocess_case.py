@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 
+from cpu_compile import CPU_COMPILE_FLAGS
 from flax import nnx
 from ltx_core_twin import default_inputs
 
@@ -37,10 +38,10 @@ def free_port() -> int:
 
 
 def process_env() -> dict[str, str]:
-    """The environment of a test's child process: these helpers importable, and no XLA_FLAGS (each
-    process sets up its own devices)."""
+    """The environment of a test's child process: these helpers importable, and of XLA_FLAGS only the
+    compile flags (each process sets up its own devices)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
-    env.pop("XLA_FLAGS", None)
+    env["XLA_FLAGS"] = CPU_COMPILE_FLAGS
     return env
 
 

@@ -13,6 +13,7 @@ import weakref
 import jax
 import jax.numpy as jnp
 import pytest
+from cpu_compile import xla_flags
 
 from ltx_jax.parallel.launch import Launcher, launched
 
@@ -36,7 +37,7 @@ CHAIN_TIMEOUT_S = 150  # XLA's own abort comes after 40 s of waiting; a pass tak
 
 
 def run_chain(wrap: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    env = {**os.environ, "XLA_FLAGS": xla_flags(8), "JAX_PLATFORMS": "cpu"}
     code = textwrap.dedent(CHAIN.format(wrap=wrap))
     return subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=CHAIN_TIMEOUT_S, check=False

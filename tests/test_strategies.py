@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cpu_compile import xla_flags
 from flax import nnx
 from ltx_core_twin import default_inputs, relative_error
 
@@ -292,7 +293,7 @@ def sixteen_device_errors() -> dict[str, list[float]]:
 
 
 def test_usp_on_16_devices_with_8_heads():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=16")
+    env = dict(os.environ, XLA_FLAGS=xla_flags(16))
     command = [sys.executable, os.path.abspath(__file__)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-3000:]
