@@ -38,8 +38,9 @@ with torchaudio_stand_in():
     from ltx_core.text_encoders.gemma.tokenizer import LTXVGemmaTokenizer
     from ltx_pipelines.utils.model_ledger import ModelLedger
 
+from ltx_jax.cli import generate  # noqa: E402 - the command: its parser, without running it
+
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "scripts"))
-import generate  # noqa: E402 - scripts/ is not a package
 import make_synthetic_checkpoint as synthetic  # noqa: E402
 import synthetic_files  # noqa: E402
 import synthetic_gemma  # noqa: E402

@@ -94,7 +94,7 @@ def later_first_forwards(
     components: Components, request: Request, flow: str | Flow
 ) -> list[tuple[Stage, tuple[Modality | None, Modality | None, BatchedPerturbationConfig]]]:
     """For each stage after the first whose first DiT forward can be compiled while stage 1 runs
-    (`Stage.compiles_ahead`), that stage and the shapes (`jax.ShapeDtypeStruct`s) of its forward's
+    (`_compiles_ahead`), that stage and the shapes (`jax.ShapeDtypeStruct`s) of its forward's
     inputs with its perturbations."""
     stages = flows.get(flow).plan(request, components.geometry).stages[1:]
     return [
