@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import ltx_jax
+from ltx_jax import cli
 from ltx_jax.pipeline import Flow, GenerationSettings, Needs, Plan, Stage, flows, generate
 from ltx_jax.pipeline.requests import Request
 from ltx_jax.pipeline.stages import denoise_audio_video
@@ -111,3 +112,11 @@ def test_settings_resolve_once(monkeypatch):
     assert checks == []
     assert dataclasses.replace(resolved, seed=4).resolve(defaults, "distilled").seed == 4
     assert checks == ["distilled"]
+
+
+def test_the_command_names_an_unknown_subcommand(capsys):
+    assert cli.main(["generat"]) == 2
+    assert "error: unknown command 'generat'; choose one of generate, convert." in capsys.readouterr().err
+    assert cli.main([]) == 2
+    assert cli.main(["--help"]) == 0
+    assert "ltx-jax {generate,convert}" in capsys.readouterr().out
