@@ -86,7 +86,7 @@ def time_jax(fn: Kernel, q: jax.Array, k: jax.Array, v: jax.Array, repeats: int,
     `repeats`. k and v are arguments, not constants XLA could fold work into. A returned lse is
     summed into the result, so no kernel's statistics can be dropped as dead code. Unrolled, not a
     `fori_loop`: in a loop the same cuDNN call measured 222 us per call where ncu times its kernel
-    at 156 us under both JAX and torch (benchmarks/probe_cudnn_attention.py); unrolled it is 165 us.
+    at 156 us under both JAX and torch (benchmarks/results/2026-11-29/README.md); unrolled it is 165 us.
     Where XLA's loop spends the difference was not isolated."""
 
     def chain(x: jax.Array, k: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:

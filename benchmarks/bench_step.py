@@ -42,8 +42,8 @@ from ltx_core.model.transformer.rope import LTXRopeType  # noqa: E402
 import ltx_jax  # noqa: E402
 
 AUDIO_TOKENS, TEXT_TOKENS = 126, 1024
-# Versions of ltx_jax before the optimization pass (benchmarks/device/optimize_step.sh times several
-# side by side) have no DIT_COMPILER_OPTIONS: they compiled with XLA's defaults.
+# Versions of ltx_jax before the optimization pass (timed side by side, benchmarks/results/2026-11-29/optimization)
+# have no DIT_COMPILER_OPTIONS: they compiled with XLA's defaults.
 COMPILER_OPTIONS = getattr(ltx_jax, "DIT_COMPILER_OPTIONS", {})
 
 

@@ -200,7 +200,7 @@ class SequenceParallel:
         FSDP-sharded block wrapped to gather itself when it runs. The graph is walked once where the
         weights are replicated: each `nnx.split`, `nnx.state` or `nnx.merge` walks it in Python, and
         with three walks and a `device_put` per array a `SequenceParallel` of 48 blocks took 1.0-1.3 s
-        to build, against 0.4-0.5 s now (`benchmarks/bench_own_copy.py`, 2-core machine)."""
+        to build, against 0.4-0.5 s now (2-core machine; benchmarks/results/2026-12-03/README.md)."""
         graphdef, state = nnx.split(model)
         state = self._placed(state)
         specs = {path: spec_of(v.get_value(), self.axes) for path, v in nnx.to_flat_state(state)}
