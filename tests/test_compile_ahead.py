@@ -50,7 +50,7 @@ def test_stage_2_is_compiled_for_what_its_first_call_gets(flow):
         audio=AudioInput(np.zeros((2, 16000), np.float32), 16000) if flow == "a2vid" else None,
         reference_videos=(VideoCondition("reference.mp4", 1.0),) if flow == "ic-lora" else (),
     )  # fmt: skip
-    [(stage, expected)] = later_first_forwards(components, request, flow)
+    [(stage, expected)] = later_first_forwards(components, request, flows.get(flow).plan(request, GEOMETRY))
     assert stage.description == "stage 2"
     generate(components, request, flow)
     video, audio, perturbations = stage_2.calls[0]
@@ -65,10 +65,14 @@ def test_no_stage_2_is_compiled_where_it_is_skipped_or_conditioned_on_images():
     request = Request(prompt=prompt, height=128, width=128, num_frames=9, frame_rate=24.0, seed=1)
     skipped = Request(**{**request.__dict__, "skip_stage_2": True})
     with_image = Request(**{**request.__dict__, "images": (ImageCondition("frame.png", 0, 1.0),)})
-    assert later_first_forwards(components, request, "one-stage") == []
-    assert later_first_forwards(components, skipped, "ic-lora") == []
-    assert later_first_forwards(components, with_image, "distilled") == []
-    assert len(later_first_forwards(components, request, "distilled")) == 1
+    assert later_first_forwards(components, request, plan_of("one-stage", request)) == []
+    assert later_first_forwards(components, skipped, plan_of("ic-lora", skipped)) == []
+    assert later_first_forwards(components, with_image, plan_of("distilled", with_image)) == []
+    assert len(later_first_forwards(components, request, plan_of("distilled", request))) == 1
+
+
+def plan_of(flow, request):
+    return flows.get(flow).plan(request, GEOMETRY)
 
 
 class RecordingCompiler:
@@ -101,6 +105,6 @@ def test_what_runs_after_stage_1_is_compiled_in_the_order_it_runs(flow, first_th
     request = Request(prompt=prompt, height=128, width=128, num_frames=9, frame_rate=24.0, seed=1)
     compiler = RecordingCompiler()
     decoders.compile_after_stage_1(
-        compiler, components, VideoDecoding(), AudioDecoding(), request, flows.get(flow)
+        compiler, components, VideoDecoding(), AudioDecoding(), request, flows.get(flow), plan_of(flow, request)
     )
     assert compiler.sequences == [first_thread, ["VideoDecoding.compile_ahead"]]

@@ -31,7 +31,7 @@ from flax import nnx
 
 from ltx_jax.model import audio_vae, video_vae
 from ltx_jax.pipeline.components import JittedModule, Upsampling
-from ltx_jax.pipeline.flows import Flow
+from ltx_jax.pipeline.flows import Flow, Plan
 from ltx_jax.pipeline.pipelines import final_latent_shapes, later_first_forwards, stage_pixels, stage_transformer
 from ltx_jax.pipeline.requests import Components, Request
 
@@ -178,25 +178,26 @@ def compile_after_stage_1(
     audio: AudioDecoding,
     request: Request,
     flow: Flow,
+    plan: Plan,
 ) -> None:
     """Has what runs after stage 1 for `request` compiled on `compiler`'s threads, each sequence in
-    the order it runs, all of it read from `flow`'s plan: on one, the upsampler and the later stages'
+    the order it runs, all of it read from `flow`'s `plan` for it: on one, the upsampler and the later stages'
     DiT programs (every process runs them, and compiles them), then the audio decoder; on the other,
     the video decoder. Only process 0 decodes, and only it compiles the decoders. The audio decoder
     (48 s to compile beside a cold stage 1 on an H200) followed the video's tiles until stage 1
     compiled one block program; then decoding began before it was compiled (8.8 s more of decoding),
     while the first thread was idle after stage 2's."""
-    stages = flow.plan(request, components.geometry).stages
+    stages = plan.stages
     later: list[Callable[[], object]] = []
     for before, stage in zip(stages, stages[1:], strict=False):
         if stage.initial_video == "upsampled" and isinstance(components.upsample, Upsampling):
             shape = components.geometry.video(stage_pixels(request, before.downscale)).shape
             later.append(functools.partial(components.upsample.compile_ahead, shape, components.dtype))
-    for stage, inputs in later_first_forwards(components, request, flow):
+    for stage, inputs in later_first_forwards(components, request, plan):
         later.append(functools.partial(_compile_stage, stage_transformer(components, stage), inputs))
     video_decoder, audio_decoder = [], []
     if jax.process_index() == 0:
-        video_shape, audio_shape = final_latent_shapes(components, request, flow)
+        video_shape, audio_shape = final_latent_shapes(components, request, plan)
         video_decoder.append(functools.partial(video.compile_ahead, video_shape, components.dtype))
         if flow.audio_output == "decoded" and request.prompt.audio is not None:
             audio_decoder.append(functools.partial(audio.compile_ahead, audio_shape))

@@ -30,7 +30,7 @@ from ltx_jax.pipeline.components import PipelineModels
 from ltx_jax.pipeline.decoders import BackgroundCompiler, compile_after_stage_1
 from ltx_jax.pipeline.defaults import GenerationDefaults
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
-from ltx_jax.pipeline.flows import Flow
+from ltx_jax.pipeline.flows import Flow, Plan
 from ltx_jax.pipeline.generated_video import GeneratedVideo
 from ltx_jax.pipeline.media_io import check_output_path, enhanced_prompt_metadata, write_mp4_chunks
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_models
@@ -267,16 +267,17 @@ class LTXPipeline:
         with timed_phase(timings, "prompt_encoding", peaks):
             positive, negative = self._prompts(prompt, negative_prompt, settings.guidance)
         request = self._request(settings, positive, negative)  # from settings `resolve` checked
+        plan = self.flow.plan(request, self._components.geometry)
         for forward in self._timed:
             forward.seconds.clear()
             forward.peaks.clear()
         compile_after_stage_1(
-            self._compiler, self._components, self._decode_video, self._decode_audio, request, self.flow
+            self._compiler, self._components, self._decode_video, self._decode_audio, request, self.flow, plan
         )
         metadata = {} if enhanced is None else enhanced_prompt_metadata(enhanced)
         try:
             latents, video, audio, sample_rate = self._denoise_and_decode(
-                request, settings.seed, timings, peaks, (output_path, metadata)
+                request, plan, timings, peaks, (output_path, metadata)
             )
         finally:  # after a stop or an error, what has not started compiling is not needed
             self._compiler.cancel()
@@ -313,13 +314,13 @@ class LTXPipeline:
         )
 
     def _denoise_and_decode(
-        self, request: Request, seed: int, timings: dict[str, float], peaks: dict[str, int], output: tuple
+        self, request: Request, plan: Plan, timings: dict[str, float], peaks: dict[str, int], output: tuple
     ) -> tuple[tuple, np.ndarray | None, np.ndarray | None, int]:
         """`((video latent, audio latent), frames, (samples, 2) audio, sample rate)`; only process 0
         decodes (the others computed the same latents, and return None for frames and audio), and writes
         the mp4 where `output` (path, metadata) names one."""
         with timed_phase(timings, "denoising", peaks):
-            video_latent, audio_latent = run(self._components, request, self.flow, stages := {})
+            video_latent, audio_latent = run(self._components, request, plan, stages := {})
         timings.update(stages)  # within denoising
         latents, (path, metadata) = (video_latent, audio_latent), output
         if jax.process_index() != 0:
@@ -327,13 +328,14 @@ class LTXPipeline:
         if path is not None:
             with timed_phase(timings, "decoding_and_mp4_writing", peaks):
                 self._compiler.wait()
-                chunks = self._decode_video.chunks(video_latent, seed)  # dispatched: the audio's queue after them
+                # dispatched: the audio's queue after them
+                chunks = self._decode_video.chunks(video_latent, request.seed)
                 audio, rate = self._audio_track(request, audio_latent)
                 frames, audio = write_mp4_chunks(path, chunks, request.frame_rate, audio, rate, metadata=metadata)
             return latents, frames, None if audio is None else np.ascontiguousarray(audio.T), rate
         with timed_phase(timings, "video_decoding", peaks):
             self._compiler.wait()
-            video = self._decode_video(video_latent, seed)
+            video = self._decode_video(video_latent, request.seed)
         audio, rate = self._audio_track(request, audio_latent)
         if audio is not None and self.flow.audio_output == "decoded":
             with timed_phase(timings, "audio_decoding", peaks):

@@ -47,7 +47,7 @@ def generate(
     inputs ("audio_encoding")."""
     flow = flows.get(flow)
     validate(request, flow)
-    return run(components, request, flow, timings)
+    return run(components, request, flow.plan(request, components.geometry), timings)
 
 
 def validate(request: Request, flow: str | Flow) -> None:
@@ -68,10 +68,10 @@ def validate(request: Request, flow: str | Flow) -> None:
         )
 
 
-def run(components: Components, request: Request, flow: Flow, timings: dict[str, float] | None = None) -> Latents:
-    """`generate` for a request already checked (`validate`, or `GenerationSettings.resolve`)."""
-    plan = flow.plan(request, components.geometry)
-    _check_components(components, plan, flow)
+def run(components: Components, request: Request, plan: Plan, timings: dict[str, float] | None = None) -> Latents:
+    """`generate` for a request already checked (`validate`, or `GenerationSettings.resolve`), its flow's plan
+    built (`Flow.plan(request, components.geometry)`)."""
+    _check_components(components, plan)
     key = jax.random.key(request.seed)
     timed = functools.partial(_timed, {} if timings is None else timings)
     video = audio = None
@@ -83,27 +83,26 @@ def run(components: Components, request: Request, flow: Flow, timings: dict[str,
     return video, audio
 
 
-def final_latent_shapes(components: Components, request: Request, flow: str | Flow) -> tuple[tuple, tuple]:
-    """The shapes of the video and audio latents `generate` returns for `request`: what the decoders
-    will be given (the plan's last stage's size)."""
-    pixels = stage_pixels(request, flows.get(flow).plan(request, components.geometry).decoded_downscale)
+def final_latent_shapes(components: Components, request: Request, plan: Plan) -> tuple[tuple, tuple]:
+    """The shapes of the video and audio latents `run` returns for `request` and its `plan`: what the
+    decoders will be given (the plan's last stage's size)."""
+    pixels = stage_pixels(request, plan.decoded_downscale)
     return components.geometry.video(pixels).shape, components.geometry.audio(pixels).shape
 
 
 def later_first_forwards(
-    components: Components, request: Request, flow: str | Flow
+    components: Components, request: Request, plan: Plan
 ) -> list[tuple[Stage, tuple[Modality | None, Modality | None, BatchedPerturbationConfig]]]:
-    """For each stage after the first whose first DiT forward can be compiled while stage 1 runs
-    (`_compiles_ahead`), that stage and the shapes (`jax.ShapeDtypeStruct`s) of its forward's
+    """For each stage of `plan` after the first whose first DiT forward can be compiled while stage 1
+    runs (`_compiles_ahead`), that stage and the shapes (`jax.ShapeDtypeStruct`s) of its forward's
     inputs with its perturbations."""
-    stages = flows.get(flow).plan(request, components.geometry).stages[1:]
     return [
         (stage, first_forward_inputs(
             stage_pixels(request, stage.downscale), request.prompt, geometry=components.geometry,
             dtype=components.dtype, negative=request.negative,
             audio_conditionings=[keep_all] if stage.fixed_audio else [], max_batch_size=request.max_batch_size,
         ))
-        for stage in stages
+        for stage in plan.stages[1:]
         if _compiles_ahead(stage, request)
     ]  # fmt: skip
 
@@ -121,18 +120,25 @@ def stage_transformer(components: Components, stage: Stage) -> Any:  # noqa: ANN
     return components.transformer
 
 
-def _check_components(components: Components, plan: Plan, flow: Flow) -> None:
-    """Raises naming the missing component before any stage runs."""
-    stages = plan.stages
-    if any(stage.initial_video == "upsampled" for stage in stages) and components.upsample is None:
-        raise ValueError(f"The {flow.name} flow needs the spatial upsampler (components.upsample).")
-    if any(stage.initial_audio == "input" for stage in stages) and components.encode_audio is None:
-        raise ValueError(f"The {flow.name} flow needs the audio VAE encoder (components.encode_audio).")
-    source = any(stage.initial_video == "source" or stage.initial_audio == "source" for stage in stages)
-    if source and (components.encode_video is None or components.encode_audio is None):
-        raise ValueError(
-            f"The {flow.name} flow needs the video and audio VAE encoders (components.encode_video/_audio)."
-        )
+def _check_components(components: Components, plan: Plan) -> None:
+    """Raises naming the missing component and the stage that needs it, before any stage runs."""
+    for stage in plan.stages:
+        if stage.initial_video == "upsampled" and components.upsample is None:
+            raise ValueError(
+                f"{stage.description} starts from the upsampled latent: it needs the spatial upsampler "
+                "(components.upsample)."
+            )
+        if stage.initial_audio == "input" and components.encode_audio is None:
+            raise ValueError(
+                f"{stage.description} starts from the input audio: it needs the audio VAE encoder "
+                "(components.encode_audio)."
+            )
+        source = stage.initial_video == "source" or stage.initial_audio == "source"
+        if source and (components.encode_video is None or components.encode_audio is None):
+            raise ValueError(
+                f"{stage.description} starts from the source video: it needs the video and audio VAE encoders "
+                "(components.encode_video, components.encode_audio)."
+            )
 
 
 def _initial_latents(
