@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from typing import Any, get_args
 
 from ltx_jax.cli.cluster import check_same_arguments, cluster_size, join_cluster, leave
 from ltx_jax.cli.devices import simulate_cpu_devices_if_needed
-from ltx_jax.cli.prompts import DEFAULT_PROMPT, check_enhance_prompt, enhance_all, load_prompt_embeddings, prompts_of
+from ltx_jax.cli.prompts import DEFAULT_PROMPT, check_enhance_prompt, load_prompt_embeddings, prompts_of
 from ltx_jax.cli.summary import Compilations, describe_mesh, format_summary, save_latents
 
 # Imported before JAX's backends start: none of these modules touches a device at import.
@@ -330,21 +329,6 @@ def hq_strengths(args: argparse.Namespace) -> dict[str, float]:
     return given
 
 
-def check_writable(flag: str, path: Path) -> None:
-    """`path` can be written: not a directory, and its folder exists or can be created, writable."""
-    if path.is_dir():
-        raise IsADirectoryError(f"{flag} {path} is a directory; give the file to write, e.g. {path / 'out'}.")
-    folder = path.absolute().parent
-    while not folder.exists():
-        folder = folder.parent
-    if not folder.is_dir():
-        raise NotADirectoryError(
-            f"{flag} {path}: {folder} is a file, so no folder can be made there; choose another path."
-        )
-    if not os.access(folder, os.W_OK):
-        raise PermissionError(f"{flag} {path}: {folder} is not writable; choose a path you can write to.")
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Checks every flag, builds the pipeline, generates, writes the mp4 (process 0); returns the summary."""
     import jax  # noqa: PLC0415
@@ -353,6 +337,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from ltx_jax.parallel import make_mesh  # noqa: PLC0415
     from ltx_jax.pipeline import RuntimeOptions  # noqa: PLC0415
     from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG  # noqa: PLC0415
+    from ltx_jax.pipeline.prompt_batch import check_writable, load_and_encode  # noqa: PLC0415
     from ltx_jax.pipeline.prompts import check_embeddings  # noqa: PLC0415
 
     check_same_arguments(args)
@@ -388,14 +373,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     mesh = make_mesh(args.mesh, ulysses=args.ulysses_degree if args.strategy == "usp" else None)
     runtime = RuntimeOptions(strategy=args.strategy, backend=args.backend, max_batch_size=args.max_batch_size)
     compilations = Compilations()
-    pipe, encoded, info = load_and_encode(args, files, settings, prompts, negative, mesh, runtime)
+    loaded = load_and_encode(
+        files, prompts, settings, flow=args.pipeline, mesh=mesh, runtime=runtime, negative_prompt=negative,
+        on_enhanced=print_enhanced,
+    )  # fmt: skip
     check_stop()  # a signal during loading or encoding stops every process here
     settings = settings.without_prompt_enhancement()  # the prompts are enhanced and encoded
-    videos = []
-    for i, (context, negative_context) in enumerate(encoded):  # the models are loaded and compiled once for all
+    videos, pipe = [], loaded.pipeline
+    for i, (context, negative_context) in enumerate(loaded.contexts):  # loaded and compiled once for all
         path = numbered(args.output_path, i, len(prompts))
         with compilations:
-            enhanced = info["enhanced"][i]
+            enhanced = loaded.enhanced[i]
             out = pipe.generate(context, settings, negative_prompt=negative_context, enhanced_prompt=enhanced)
         if jax.process_index() == 0:  # only process 0 decodes and writes
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -408,45 +396,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 save_latents(numbered(args.save_latents, i, len(prompts)), out)
         videos.append({"output": out, "path": path, "compiling": compilations.summary()})
         check_stop()  # every process, once process 0 has written the video
+    timing = {"load_s": loaded.load_s, "encode_s": loaded.encode_s, "peaks": loaded.peaks}
     return {"weights": pipe.description, "pipeline": args.pipeline, "mesh": describe_mesh(mesh, runtime),
-            **info, "videos": videos}  # fmt: skip
+            **timing, "enhanced": loaded.enhanced, "videos": videos}  # fmt: skip
 
 
-def load_and_encode(
-    args: argparse.Namespace, files: Any, settings: Any, prompts: list[Any], negative: Any, mesh: Any, runtime: Any
-) -> tuple[Any, list[tuple[Any, Any]], dict[str, Any]]:  # noqa: ANN401 - library types, imported after JAX starts
-    """The pipeline and every prompt's contexts. With Gemma files, Gemma is loaded first, encodes every prompt
-    and is freed before the DiT is loaded (ltx-pipelines' order: the device holds one of them at a time);
-    the embedded default encodes with its own tiny Gemma, then releases it."""
-    from ltx_jax import LTXPipeline  # noqa: PLC0415
-    from ltx_jax.pipeline.prompts import TextEncoder  # noqa: PLC0415
-    from ltx_jax.pipeline.timing import device_memory_peak  # noqa: PLC0415
+def print_enhanced(prompt: str) -> None:
+    import jax  # noqa: PLC0415
 
-    peaks, encoded, enhanced = {}, None, [None] * len(prompts)
-    start = time.perf_counter()
-    if files is not None and files.gemma_root is not None and isinstance(prompts[0], str):
-        runtime.check(files.dit_config(), mesh)  # before any device work, as from_files would
-        text = TextEncoder.from_files(files, flow=args.pipeline, mesh=mesh)
-        prompts, enhanced = enhance_all(text, prompts, settings)
-        encoded = [text.encode(prompt, settings, negative_prompt=negative) for prompt in prompts]
-        del text  # Gemma's weights are freed here, before the DiT is loaded
-        files = dataclasses.replace(files, gemma_root=None)
-        encode_s, peaks["prompt encoding"] = time.perf_counter() - start, device_memory_peak()
-    start = time.perf_counter()
-    if files is None:
-        parallel = {"strategy": args.strategy, "backend": args.backend, "max_batch_size": args.max_batch_size}
-        pipe = LTXPipeline.embedded(flow=args.pipeline, mesh=mesh, **parallel)
-    else:
-        pipe = LTXPipeline.from_files(files, flow=args.pipeline, mesh=mesh, runtime=runtime)
-    load_s, peaks["loading"] = time.perf_counter() - start, device_memory_peak()
-    if encoded is None:
-        start = time.perf_counter()
-        if isinstance(prompts[0], str):
-            prompts, enhanced = enhance_all(pipe, prompts, settings)
-        encoded = [pipe.encode(prompt, settings, negative_prompt=negative) for prompt in prompts]
-        pipe.release_text_encoder()  # every prompt is encoded: Gemma's weights are freed before any denoising
-        encode_s, peaks["prompt encoding"] = time.perf_counter() - start, device_memory_peak()
-    return pipe, encoded, {"load_s": load_s, "encode_s": encode_s, "peaks": peaks, "enhanced": enhanced}
+    if jax.process_index() == 0:
+        print(f"enhanced prompt: {prompt}", flush=True)
 
 
 def numbered(path: Path, index: int, count: int) -> Path:

@@ -1,13 +1,11 @@
-"""scripts/generate.py's prompts: the --prompt / --prompts-file list, --prompt-embeddings files, and
---enhance-prompt's checks and printing."""
+"""`ltx-jax generate`'s prompt flags: the --prompt / --prompts-file list, --prompt-embeddings files, and
+--enhance-prompt's checks."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 from typing import Any
-
-from ltx_jax.interrupts import check_stop
 
 DEFAULT_PROMPT = "A red fox trots through fresh snow at dawn, birds singing."
 
@@ -32,22 +30,6 @@ def load_prompt_embeddings(path: Path) -> tuple[Any, Any]:
     has_negative = "negative_video" in arrays or "negative_audio" in arrays
     negative = PromptEmbeddings(arrays.get("negative_video"), arrays.get("negative_audio")) if has_negative else None
     return prompt, negative
-
-
-def enhance_all(encoder: Any, prompts: list[str], settings: Any) -> tuple[list[str], list[str | None]]:  # noqa: ANN401
-    """The prompts to encode, and per prompt the enhanced one (None without --enhance-prompt). Each is
-    printed as Gemma writes it ("enhanced prompt: ...")."""
-    import jax  # noqa: PLC0415
-
-    if not settings.enhance_prompt:
-        return prompts, [None] * len(prompts)
-    enhanced = []
-    for prompt in prompts:
-        enhanced.append(encoder.enhance(prompt, settings))
-        if jax.process_index() == 0:
-            print(f"enhanced prompt: {enhanced[-1]}", flush=True)
-        check_stop()
-    return enhanced, list(enhanced)
 
 
 def check_enhance_prompt(args: argparse.Namespace, files: Any, settings: Any) -> None:  # noqa: ANN401
