@@ -21,10 +21,10 @@ import argparse
 import logging
 import sys
 
-from ltx_jax.cli.cluster import cluster_size
 from ltx_jax.convert.checkpoint import convert_checkpoint
 from ltx_jax.convert.dit_tensors import Lora, config_from_json_file
 from ltx_jax.interrupts import describe, exit_status, signals_interrupt
+from ltx_jax.parallel.cluster import Cluster
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     )
     parser.add_argument("--config", metavar="JSON", help="config JSON file replacing the checkpoint's metadata config")
     args = parser.parse_args(argv)
-    tasks = cluster_size(argparse.Namespace(num_processes=None))
+    tasks = Cluster().size()
     if tasks > 1:
         print(
             f"error: launched as {tasks} tasks, but conversion runs as one process (every task would convert the "

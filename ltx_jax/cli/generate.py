@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
-from ltx_jax.cli.cluster import check_same_arguments, cluster_size, join_cluster, leave
 from ltx_jax.cli.devices import simulate_cpu_devices_if_needed
 from ltx_jax.cli.prompts import DEFAULT_PROMPT, check_enhance_prompt, load_prompt_embeddings, prompts_of
 from ltx_jax.cli.summary import Compilations, describe_mesh, format_summary, save_latents
@@ -31,6 +30,7 @@ from ltx_jax.cli.summary import Compilations, describe_mesh, format_summary, sav
 from ltx_jax.convert.dit_tensors import PARAM_DTYPES, Lora
 from ltx_jax.interrupts import check_stop, describe, exit_status, signals_interrupt
 from ltx_jax.model.quantization import QUANTIZATIONS
+from ltx_jax.parallel.cluster import Cluster, check_same_everywhere, leave
 from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy
 from ltx_jax.pipeline import GenerationSettings, Guidance, ImageCondition, RetakeSpan, VideoCondition, flows
@@ -46,6 +46,7 @@ GUIDANCE_FLAGS = {  # MultiModalGuiderParams field -> (flag suffix, help)
     "rescale_scale": ("rescale-scale", f"rescale (reference: {_REFERENCE.rescale_scale})"),
     "skip_step": ("skip-step", "reuse x0 on k of k+1 steps (reference: 0)"),
 }
+PROCESS_LOCAL = ("process_id", "output_path", "save_latents")  # flags that may differ between processes
 CROSS_MODALITY = {"video": "a2v", "audio": "v2a"}  # the modality-guidance flag of each stream
 CHECKPOINT_ONLY = ("gemma_root", "prompt_cache_dir", "spatial_upsampler_path", "distilled_lora", "lora")
 CHECKPOINT_ONLY += ("shard_weights", "dtype", "distilled_lora_strength_stage_1", "distilled_lora_strength_stage_2")
@@ -340,7 +341,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from ltx_jax.pipeline.prompt_batch import check_writable, load_and_encode  # noqa: PLC0415
     from ltx_jax.pipeline.prompts import check_embeddings  # noqa: PLC0415
 
-    check_same_arguments(args)
+    # Only process 0 writes, so the output paths may differ; everything that shapes the result may not.
+    check_same_everywhere(
+        {k: v for k, v in vars(args).items() if k not in ("process_id", "output_path", "save_latents")}
+    )
     for flag, path in (("--output-path", args.output_path), ("--save-latents", args.save_latents)):
         if path is not None:
             check_writable(flag, path)
@@ -424,14 +428,18 @@ def start_and_run(args: argparse.Namespace) -> None:
     cache = Path(args.compile_cache_dir)
     if args.compile_cache_dir != "none" and cache.exists() and not cache.is_dir():
         raise ValueError(f"--compile-cache-dir {cache} is a file; give a directory (created if missing) or 'none'.")
-    processes = cluster_size(args)
+    cluster = Cluster(
+        coordinator_address=args.coordinator_address, num_processes=args.num_processes, process_id=args.process_id,
+        timeout_s=args.distributed_timeout,
+    )  # fmt: skip
+    processes = cluster.size()
     if args.mesh % processes:
         raise ValueError(f"--mesh {args.mesh} must be a multiple of the {processes} processes (each brings devices).")
     cpu = simulate_cpu_devices_if_needed(args.mesh // processes, args.cpu)  # before JAX initializes its backends
     import jax  # noqa: PLC0415 - its backends start after the device setup
 
     if processes > 1 or args.coordinator_address:
-        join_cluster(jax, args, cpu)
+        cluster.join(cpu)
     if args.compile_cache_dir != "none":  # keyed by JAX (program, devices, versions): safe to share
         jax.config.update("jax_compilation_cache_dir", args.compile_cache_dir)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
