@@ -1,11 +1,33 @@
-"""Test setup: 8 simulated CPU devices, set before JAX is imported anywhere; on a machine without a GPU,
-XLA's CPU programs compiled without LLVM's optimisations (tests/cpu_compile.py says why)."""
+"""Test setup, before JAX is imported anywhere: one cache folder for the session, 8 simulated CPU devices
+and, on a machine without a GPU, XLA's CPU programs compiled without LLVM's optimisations (tests/cpu_compile.py
+says why)."""
 
-from cpu_compile import set_xla_flags
+import os
+import shutil
+import tempfile
+
+
+def share_caches(directory: str) -> None:
+    """Every program the session compiles, in this process or in a child (they inherit the environment), is kept
+    in `directory`/jax_compilation and read back by the next test that compiles the same program: the tests build
+    the same tiny models again and again, in-process and in the commands they run, and compiling is most of their
+    time. JAX reads these variables when it is imported. `directory` is also ltx-jax's user cache
+    (`ltx_jax.user_cache`), whose `jax_compilation` is the commands' default `--compile-cache-dir`: the same
+    folder, and nothing is written to the user's own cache."""
+    os.environ.setdefault("LTX_JAX_CACHE_DIR", directory)
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(os.environ["LTX_JAX_CACHE_DIR"], "jax_compilation"))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+
+
+SESSION_CACHE = tempfile.mkdtemp(prefix="ltx-jax-tests-cache-")
+share_caches(SESSION_CACHE)
+
+from cpu_compile import set_xla_flags  # noqa: E402 - imports JAX, after the cache settings above
 
 set_xla_flags(8)
 
-import sys  # noqa: E402 - after the device flags above
+import sys  # noqa: E402 - after the JAX settings above
 
 import pytest  # noqa: E402
 
@@ -28,3 +50,7 @@ def no_model_building(monkeypatch: pytest.MonkeyPatch) -> type[ModelBuildAttempt
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, refuse)
     return ModelBuildAttempted
+
+
+def pytest_sessionfinish() -> None:
+    shutil.rmtree(SESSION_CACHE, ignore_errors=True)

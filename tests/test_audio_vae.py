@@ -13,6 +13,7 @@ import pytest
 import torch
 from flax import nnx
 from ltx_core_twin import relative_error
+from tolerances import FLOAT32
 from torchaudio_stand_in import torchaudio_stand_in
 
 import ltx_jax
@@ -26,7 +27,6 @@ with torchaudio_stand_in():
     from ltx_core.model.audio_vae.vocoder import UpSample1d as TorchUpSample1d
 
 DOCS = pathlib.Path(__file__).parents[1] / "docs" / "audio.md"
-FLOAT32_TOLERANCE = 1e-5  # DESIGN.md: max|jax - torch| / max|torch| in float32
 BRANCH_EFFECT = 1e-3  # perturbing a weight that matters moves the output by far more than the tolerance
 
 # The HiFi-GAN config has an even resblock kernel on purpose; torch warns that "same" padding copies then.
@@ -150,7 +150,7 @@ def run_both(reference: torch.nn.Module, model: nnx.Module, x: np.ndarray) -> tu
 def assert_parity(got: np.ndarray, expected: torch.Tensor) -> None:
     assert got.shape == tuple(expected.shape)
     error = relative_error(got, expected)
-    assert error <= FLOAT32_TOLERANCE, f"relative error {error:.2e}"
+    assert error <= FLOAT32, f"relative error {error:.2e}"
 
 
 def inputs(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
@@ -258,11 +258,11 @@ def test_anti_aliasing_filters_match_ltx_core_init() -> None:
     """Freshly built kaiser filters (checkpoint buffers) and the computed Hann resampler equal ltx-core's."""
     for ratio, kernel_size in ((2, 12), (3, None)):
         up, down = ours.anti_alias.UpSample1d(ratio, kernel_size), ours.anti_alias.DownSample1d(ratio, kernel_size)
-        assert relative_error(up.filter[...], TorchUpSample1d(ratio, kernel_size).filter) <= FLOAT32_TOLERANCE
+        assert relative_error(up.filter[...], TorchUpSample1d(ratio, kernel_size).filter) <= FLOAT32
         expected = TorchDownSample1d(ratio, kernel_size).lowpass.filter
-        assert relative_error(down.lowpass.filter[...], expected) <= FLOAT32_TOLERANCE
+        assert relative_error(down.lowpass.filter[...], expected) <= FLOAT32
     hann = TorchUpSample1d(ratio=3, persistent=False, window_type="hann").filter
-    assert relative_error(ours.anti_alias.hann_sinc_filter1d(3), hann) <= FLOAT32_TOLERANCE
+    assert relative_error(ours.anti_alias.hann_sinc_filter1d(3), hann) <= FLOAT32
 
 
 @pytest.mark.parametrize(("stride", "padding", "groups"), [(1, 0, 1), (3, 2, 1), (2, 1, 4)])

@@ -17,6 +17,7 @@ from ltx_core_twin import default_inputs, relative_error, run_jax, torch_model
 from orbax.checkpoint import v1 as ocp
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
+from tolerances import SP
 
 import ltx_jax
 from ltx_jax.convert import orbax_parts
@@ -37,7 +38,6 @@ CFG = ltx_jax.LTXConfig.tiny(
     audio_num_attention_heads=8,
     audio_attention_head_dim=4,
 )
-SP_TOLERANCE = 1e-5  # DESIGN.md: SP (here with sharded weights) equals the reference in float32
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "scripts", "convert_checkpoint.py")
 
 
@@ -195,8 +195,8 @@ def test_lora_applied_in_the_forward_equals_fused(tmp_path, reference, shard_wei
     expected = SequenceParallel(fused, mesh)(video, audio)
     without = SequenceParallel(model, mesh)(video, audio)
     for ours, theirs, plain in zip(SequenceParallel(stage_2, mesh)(video, audio), expected, without, strict=True):
-        assert relative_error(ours, np.asarray(theirs)) <= SP_TOLERANCE
-        assert relative_error(plain, np.asarray(theirs)) > 100 * SP_TOLERANCE  # the LoRA changes the output
+        assert relative_error(ours, np.asarray(theirs)) <= SP
+        assert relative_error(plain, np.asarray(theirs)) > 100 * SP  # the LoRA changes the output
     np.testing.assert_array_equal(np.asarray(model.patchify_proj.kernel.get_value()), before)
     shared = stage_2.transformer_blocks[0].block.attn1.to_q.kernel.get_value()
     assert shared is model.transformer_blocks[0].attn1.to_q.kernel.get_value()  # one copy of the base weights
@@ -233,7 +233,7 @@ def test_shard_weights_equals_replicated(tmp_path, reference):
     video, audio = (m.to_jax() for m in default_inputs(CFG, batch=2, video_tokens=50))
     expected = SequenceParallel(replicated, mesh)(video, audio)
     for ours, theirs in zip(SequenceParallel(sharded, mesh)(video, audio), expected, strict=True):
-        assert relative_error(ours, np.asarray(theirs)) <= SP_TOLERANCE
+        assert relative_error(ours, np.asarray(theirs)) <= SP
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess:
@@ -378,6 +378,6 @@ def test_two_loras_applied_in_the_forward_equal_both_fused(tmp_path, reference):
     expected = SequenceParallel(fused, mesh)(video, audio)
     first = SequenceParallel(only_first, mesh)(video, audio)
     for ours, theirs in zip(SequenceParallel(stage_1, mesh)(video, audio), expected, strict=True):
-        assert relative_error(ours, np.asarray(theirs)) <= SP_TOLERANCE
+        assert relative_error(ours, np.asarray(theirs)) <= SP
     # the second LoRA matters (its one target, the last block's video FF, reaches the video output only)
-    assert relative_error(first[0], np.asarray(expected[0])) > 100 * SP_TOLERANCE
+    assert relative_error(first[0], np.asarray(expected[0])) > 100 * SP

@@ -15,6 +15,7 @@ from ltx_core.text_encoders.gemma.tokenizer import LTXVGemmaTokenizer
 from ltx_core_twin import relative_error
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tolerances import FLOAT32
 from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig, Gemma3TextModel
 
 from ltx_jax.convert.state_dict import expected_keys
@@ -35,7 +36,6 @@ from ltx_jax.text_encoders.gemma.prompt_cache import PromptCache
 from ltx_jax.text_encoders.gemma.prompt_encoder import PromptEncoder, build_prompt_encoder
 from ltx_jax.text_encoders.gemma.tokenizer import LTXGemmaTokenizer
 
-FLOAT32_TOLERANCE = 1e-5  # DESIGN.md: max|jax - torch| / max|torch| per hidden state, float32
 BRANCH_EFFECT = 1e-3  # a config detail that matters moves some hidden state by far more than the tolerance
 
 SEQ, PAD_COUNTS = 12, (4, 0)  # left-padded batch of 2; SEQ exceeds the sliding window
@@ -104,7 +104,7 @@ def test_hidden_states_parity():
     reference = hf_text_model()
     ids, mask = batch()
     ours = jax_model(reference)(jnp.asarray(ids), jnp.asarray(mask))
-    assert max(errors(ours, reference_hidden_states(reference, ids, mask))) <= FLOAT32_TOLERANCE
+    assert max(errors(ours, reference_hidden_states(reference, ids, mask))) <= FLOAT32
 
 
 @pytest.mark.parametrize(
@@ -261,7 +261,7 @@ def test_text_encoder_matches_ltx_core(tmp_path):
     assert base_encoder._layer._cache_size() - compiled_layers <= 1  # one program for the 4 layers (both kinds)
     np.testing.assert_array_equal(mask, expected_mask.numpy())
     assert hidden.shape == (1, 16, 32, 5)
-    assert max(errors(tuple(jnp.moveaxis(hidden, -1, 0)), expected)) <= FLOAT32_TOLERANCE
+    assert max(errors(tuple(jnp.moveaxis(hidden, -1, 0)), expected)) <= FLOAT32
 
 
 def test_sharded_equals_unsharded(tmp_path):
@@ -279,7 +279,7 @@ def test_sharded_equals_unsharded(tmp_path):
     )
     expected, _ = single.encode(PROMPTS[:2])
     for encoder in (loaded_sharded, moved):
-        assert relative_error(encoder.encode(PROMPTS[:2])[0], np.asarray(expected)) <= FLOAT32_TOLERANCE
+        assert relative_error(encoder.encode(PROMPTS[:2])[0], np.asarray(expected)) <= FLOAT32
 
 
 PROCESSOR_CONFIG = {  # V2 feature extractor, tiny connectors

@@ -17,6 +17,7 @@ import pytest
 import safetensors.numpy
 from flax import nnx
 from PIL import Image
+from tolerances import SP
 
 import ltx_jax
 from ltx_jax.convert.dit_tensors import Lora
@@ -40,8 +41,6 @@ from ltx_jax.pipeline import (
 
 ROOT = pathlib.Path(__file__).parents[1]
 from ltx_jax.cli import generate  # noqa: E402 - the command: its parser, without running it
-
-SP_TOLERANCE = 1e-5  # DESIGN.md: SP equals the single-device model in float32
 
 
 def probe(path):
@@ -131,7 +130,7 @@ def test_single_device_and_mesh_give_the_same_latents():
     single = pipelines.generate(models.components, request, "one-stage")
     for ours, reference in zip((out.video_latent, out.audio_latent), single, strict=True):
         error = float(np.abs(np.asarray(ours) - np.asarray(reference)).max() / np.abs(np.asarray(reference)).max())
-        assert error <= SP_TOLERANCE
+        assert error <= SP
 
 
 def test_image_at_frame_zero_is_kept_at_strength_one(tmp_path):
@@ -265,7 +264,7 @@ def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path, caplo
         for stream in ("video", "audio"):
             reference = runs["embedded"][stream]
             error = np.abs(runs[name][stream] - reference).max() / np.abs(reference).max()
-            assert error <= SP_TOLERANCE, f"{name} {stream}: {error:.2e}"
+            assert error <= SP, f"{name} {stream}: {error:.2e}"
 
 
 def test_two_stage_from_files_with_upsampler_and_distilled_lora(tmp_path):
@@ -331,7 +330,7 @@ def test_context_parallel_strategies_generate_the_same_latents(tmp_path):
         for stream in ("video", "audio"):
             reference = latents["ulysses"][stream]
             error = np.abs(latents[strategy][stream] - reference).max() / np.abs(reference).max()
-            assert error <= SP_TOLERANCE, f"{strategy} {stream}: {error:.2e}"
+            assert error <= SP, f"{strategy} {stream}: {error:.2e}"
 
 
 TINY_RUN = ["--num-frames", "9", "--height", "64", "--width", "64", "--num-inference-steps", "2"]

@@ -13,8 +13,8 @@ import pytest
 from flax import nnx
 from ltx_core_twin import relative_error
 from multiprocess_case import TIMEOUT_S, build_case, free_port, process_env, run_processes
+from tolerances import SP
 
-SP_TOLERANCE = 1e-5  # DESIGN.md: SP equals the single-device model in float32
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -30,9 +30,9 @@ def test_two_processes_equal_single_device(tmp_path, model_type, tokens):
     reference = nnx.jit(lambda m, v, a: m(v, a))(model, video, audio)
     for i in range(2):
         result = np.load(tmp_path / f"process{i}.npz")
-        assert relative_error(result["video"], np.asarray(reference[0])) <= SP_TOLERANCE
+        assert relative_error(result["video"], np.asarray(reference[0])) <= SP
         if audio is not None:
-            assert relative_error(result["audio"], np.asarray(reference[1])) <= SP_TOLERANCE
+            assert relative_error(result["audio"], np.asarray(reference[1])) <= SP
 
 
 GENERATE = [sys.executable, os.path.join(HERE, os.pardir, "scripts", "generate.py")]
@@ -62,7 +62,7 @@ def test_generation_on_two_processes_equals_one_process(tmp_path):
     run_processes([[*single, "--save-latents", str(tmp_path / "single.npz")]])
     ours, reference = np.load(tmp_path / "latents0.npz"), np.load(tmp_path / "single.npz")
     for stream in ("video", "audio"):
-        assert relative_error(ours[stream], reference[stream]) <= SP_TOLERANCE
+        assert relative_error(ours[stream], reference[stream]) <= SP
 
 
 def test_processes_with_different_arguments_refuse_to_run(tmp_path):

@@ -6,12 +6,15 @@ The fresh environment gets the wheel alone (`--no-deps`); its dependencies are m
 install of the checkout) are not processed there, so `import ltx_jax` can only find the wheel.
 """
 
+import os
 import pathlib
 import subprocess
 import sys
 import sysconfig
 import textwrap
 import zipfile
+
+from cpu_compile import xla_flags
 
 ROOT = pathlib.Path(__file__).parents[1]
 
@@ -59,8 +62,10 @@ def test_wheel_in_a_fresh_venv_generates_and_names_the_ffi_build(tmp_path):
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
         "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-        "LTX_JAX_CACHE_DIR": str(tmp_path / "cache"),
+        "XLA_FLAGS": xla_flags(2),
+        "LTX_JAX_CACHE_DIR": str(tmp_path / "cache"),  # no FFI build there: "ffi missing" below
+        **{name: value for name, value in os.environ.items() if name.startswith("JAX_PERSISTENT_CACHE_")},
+        "JAX_COMPILATION_CACHE_DIR": os.environ["JAX_COMPILATION_CACHE_DIR"],  # the session's (conftest.py)
     }
     output = run([str(python), "-c", PROGRAM], cwd=tmp_path, env=env)
     assert "frames (9, 64, 64, 3) audio" in output

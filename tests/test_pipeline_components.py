@@ -20,6 +20,7 @@ from ltx_core.types import AudioLatentShape as TorchAudioShape
 from ltx_core.types import LatentState as TorchLatentState
 from ltx_core.types import VideoLatentShape as TorchVideoShape
 from ltx_core_twin import relative_error
+from tolerances import ELEMENTWISE, LOADED_PIXELS
 
 from ltx_jax.guidance.perturbations import BatchedPerturbationConfig, MaskedSkips, PerturbationType
 from ltx_jax.pipeline import conditioning, patchifiers, pipelines, requests
@@ -30,9 +31,6 @@ from ltx_jax.pipeline.schedulers import ltx2_sigmas
 from ltx_jax.pipeline.stages import LatentGeometry, PromptEmbeddings, _initial_states
 from ltx_jax.pipeline.types import AudioLatentShape, VideoLatentShape, VideoPixelShape
 
-# Elementwise float32 math: XLA's CPU division and fused multiply-adds round differently from
-# torch's by an ulp or two, so bit equality is not expected (the schedule, computed host-side, is).
-ELEMENTWISE_TOLERANCE = 1e-6
 VIDEO_SHAPE = VideoLatentShape(batch=2, channels=4, frames=3, height=2, width=5)
 AUDIO_SHAPE = AudioLatentShape(batch=2, channels=2, frames=7, mel_bins=3)
 FPS = 24.0
@@ -110,7 +108,7 @@ def test_euler_step_equals_reference():
     for i in range(3):
         reference = EulerDiffusionStep().step(torch.from_numpy(sample), torch.from_numpy(denoised), sigmas, i)
         ours = euler_step(sample, denoised, sigmas[i].numpy(), sigmas[i + 1].numpy())
-        assert relative_error(ours, reference) <= ELEMENTWISE_TOLERANCE
+        assert relative_error(ours, reference) <= ELEMENTWISE
 
 
 def test_noiser_blends_by_mask_and_scale():
@@ -153,7 +151,7 @@ def test_guidance_combination_equals_reference(params):
         *(torch.from_numpy(outputs[n]) if n in present else 0.0 for n in ("cond", "uncond", "ptb", "mod"))
     )
     ours = combine(ours_params, {n: v for n, v in outputs.items() if n in present})
-    assert relative_error(ours, reference) <= ELEMENTWISE_TOLERANCE
+    assert relative_error(ours, reference) <= ELEMENTWISE
 
 
 def test_guidance_passes_follow_the_scales():
@@ -263,7 +261,7 @@ def test_mask_downsampling_equals_reference():
     target = VideoLatentShape(batch=1, channels=4, frames=3, height=3, width=4)
     ours = conditioning.downsample_mask_to_latent(mask, target)
     theirs = ICLoraPipeline._downsample_mask_to_latent(torch.from_numpy(mask), TorchVideoShape(*target)).numpy()
-    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=ELEMENTWISE)
 
 
 @pytest.mark.parametrize(
@@ -302,7 +300,7 @@ def test_image_loading_equals_ltx_pipelines(tmp_path, crf, height, width):
     ours = load_image_conditioning(path, height, width, crf)
     theirs = reference(str(path), height, width, torch.float32, torch.device("cpu"), crf=crf).numpy()
     assert ours.shape == theirs.shape == (1, 3, 1, height, width)
-    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=LOADED_PIXELS)
 
 
 def test_video_loading_equals_ltx_pipelines(tmp_path):
@@ -321,7 +319,7 @@ def test_video_loading_equals_ltx_pipelines(tmp_path):
     ours = load_video_conditioning(path, 32, 64, frame_cap=9)
     theirs = reference(str(path), 32, 64, frame_cap=9, dtype=torch.float32, device=torch.device("cpu")).numpy()
     assert ours.shape == theirs.shape == (1, 3, 9, 32, 64)
-    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=LOADED_PIXELS)
     with pytest.raises(ValueError, match="gives 12 frames \\(of the 17 requested\\).*generate 9"):
         load_video_conditioning(path, 32, 64, frame_cap=17)
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 from ltx_core.model.transformer import rope as torch_rope
 from ltx_core_twin import audio_positions, video_positions
+from tolerances import ROPE_TABLE
 
 from ltx_jax.model.rope import apply_rotary_emb, freq_grid, precompute_freqs_cis
 
@@ -13,7 +14,6 @@ THETA = 10000.0
 TEST_WIDTHS = [(1, 32), (1, 64), (3, 64), (3, 128), (1, 128)]  # (axes, dim) of the tiny test models
 PRODUCTION_WIDTHS = [(3, 4096), (1, 2048)]  # video self-attention, audio and A/V cross-attention
 MAX_ULP_AT_PRODUCTION_WIDTHS = 2  # torch's vectorized float32 pow is not correctly rounded
-TABLE_TOLERANCE = 1e-6  # cos/sin in float32 from identical angles
 
 
 def ulps(a: np.ndarray, b: np.ndarray) -> int:
@@ -61,8 +61,8 @@ def test_tables_and_rotation_match(rope_type, positions, dim, heads, max_pos):
     )
     if rope_type == "split":  # ltx-core is head-major (B, H, T, d); ours is token-major (B, T, H, d)
         expected_cos, expected_sin = expected_cos.transpose(1, 2), expected_sin.transpose(1, 2)
-    np.testing.assert_allclose(cos, expected_cos.numpy(), atol=TABLE_TOLERANCE)
-    np.testing.assert_allclose(sin, expected_sin.numpy(), atol=TABLE_TOLERANCE)
+    np.testing.assert_allclose(cos, expected_cos.numpy(), atol=ROPE_TABLE)
+    np.testing.assert_allclose(sin, expected_sin.numpy(), atol=ROPE_TABLE)
 
     x = np.random.default_rng(0).standard_normal((2, positions.shape[2], dim)).astype(np.float32)
     torch_pe = (torch.from_numpy(np.asarray(cos)), torch.from_numpy(np.asarray(sin)))
@@ -70,5 +70,5 @@ def test_tables_and_rotation_match(rope_type, positions, dim, heads, max_pos):
         torch_pe = tuple(t.transpose(1, 2) for t in torch_pe)
     expected = torch_rope.apply_rotary_emb(torch.from_numpy(x), torch_pe, torch_rope.LTXRopeType(rope_type))
     np.testing.assert_allclose(
-        apply_rotary_emb(jnp.asarray(x), (cos, sin), rope_type), expected.numpy(), atol=TABLE_TOLERANCE
+        apply_rotary_emb(jnp.asarray(x), (cos, sin), rope_type), expected.numpy(), atol=ROPE_TABLE
     )

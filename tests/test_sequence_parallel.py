@@ -12,6 +12,7 @@ from compile_events import CompileThreads
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 from ltx_core_twin import default_inputs, relative_error
+from tolerances import SP
 
 import ltx_jax
 from ltx_jax import BatchedPerturbationConfig, Perturbation, PerturbationConfig, PerturbationType
@@ -20,7 +21,6 @@ from ltx_jax.parallel.block_programs import KEPT_MASK_PLANS
 from ltx_jax.parallel.exchange import gather_heads, lax_all_to_all, send_heads
 from ltx_jax.parallel.ulysses import UlyssesAttention
 
-SP_TOLERANCE = 1e-5  # DESIGN.md: SP equals the single-device model in float32
 LEAK_EFFECT = 1e-3  # what attending to padded keys does to the audio, far above the tolerance
 # 8 heads on both streams so that every mesh size up to 8 divides them.
 CFG = ltx_jax.LTXConfig.tiny(
@@ -42,7 +42,7 @@ def assert_same(ours, reference):
         assert (o is None) == (r is None)
         if r is not None:
             assert o.shape == r.shape
-            assert relative_error(o, np.asarray(r)) <= SP_TOLERANCE
+            assert relative_error(o, np.asarray(r)) <= SP
 
 
 def inputs(cfg=CFG, tokens=50, batch=2):

@@ -20,6 +20,7 @@ import pytest
 from cpu_compile import xla_flags
 from flax import nnx
 from ltx_core_twin import default_inputs, relative_error
+from tolerances import SP
 
 import ltx_jax
 from ltx_jax.model import attention_backends
@@ -28,7 +29,6 @@ from ltx_jax.parallel import SequenceParallel, attention_with_lse, make_mesh
 from ltx_jax.parallel.blockwise import merge_partial
 from ltx_jax.parallel.sharding import param_sharding
 
-SP_TOLERANCE = 1e-5  # DESIGN.md: SP equals the single-device model in float32
 SUBPROCESS_TIMEOUT_S = 300
 # 8 heads on both streams: "usp" needs them divisible by the ulysses degree (2, 4) only.
 AV = ltx_jax.LTXConfig.tiny(
@@ -131,7 +131,7 @@ def test_equals_single_device(models, sp_for, references, case, layout):
     model_type, tokens, mask_kind, _ = CASES[case]
     video, audio = inputs(models[model_type].cfg, tokens, mask_kind)
     ours = sp_for(model_type, layout)(video, audio)
-    assert max(errors(ours, references(case))) <= SP_TOLERANCE
+    assert max(errors(ours, references(case))) <= SP
 
 
 def collectives(sp: SequenceParallel, video, audio) -> collections.Counter:
@@ -175,9 +175,9 @@ def test_ring_block_attention_merges_to_full_attention(pad_keys_as):
             masking = {"key_lengths": jnp.full((2,), real_keys, jnp.int32)}
         part = attention_with_lse(q, k[:, block], v[:, block], **masking)
         out, lse = part if out is None else merge_partial(out, lse, *part)
-    assert relative_error(out, np.asarray(reference)) <= SP_TOLERANCE
+    assert relative_error(out, np.asarray(reference)) <= SP
     scores = jnp.einsum("bqhd,bkhd->bhqk", q, k[:, :5]) / 2.0
-    np.testing.assert_allclose(lse, jax.nn.logsumexp(scores, axis=-1), rtol=SP_TOLERANCE)
+    np.testing.assert_allclose(lse, jax.nn.logsumexp(scores, axis=-1), rtol=SP)
 
 
 def test_all_padding_block_is_empty():
@@ -298,7 +298,7 @@ def test_usp_on_16_devices_with_8_heads():
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert all(e <= SP_TOLERANCE for stream in result.values() for e in stream), result
+    assert all(e <= SP for stream in result.values() for e in stream), result
 
 
 if __name__ == "__main__":

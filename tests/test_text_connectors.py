@@ -14,6 +14,7 @@ from ltx_core.text_encoders.gemma import embeddings_processor as torch_processor
 from ltx_core.text_encoders.gemma import feature_extractor as torch_fe
 from ltx_core.text_encoders.gemma.embeddings_connector import Embeddings1DConnector as TorchConnector
 from ltx_core_twin import relative_error
+from tolerances import FLOAT32
 
 import ltx_jax
 from ltx_jax.model.attention_backends import xla_attention
@@ -28,7 +29,6 @@ from ltx_jax.text_encoders.gemma import (
 )
 from ltx_jax.text_encoders.gemma.embeddings_processor import apply_right_pad_order, compute_right_pad_order
 
-FLOAT32_TOLERANCE = 1e-5  # DESIGN.md: max|jax - torch| / max|torch| in float32
 BRANCH_EFFECT = 1e-3  # a branch that matters moves the output by far more than the tolerance
 
 GEMMA_DIM, GEMMA_LAYERS, SEQ = 16, 3, 128
@@ -80,7 +80,7 @@ def per_sample(fn, *arrays):
 
 def assert_close(ours, reference):
     assert ours.shape == tuple(reference.shape)
-    assert relative_error(ours, reference) <= FLOAT32_TOLERANCE, f"relative error {relative_error(ours, reference):.2e}"
+    assert relative_error(ours, reference) <= FLOAT32, f"relative error {relative_error(ours, reference):.2e}"
 
 
 @pytest.mark.parametrize("variant", CONNECTOR_VARIANTS)
@@ -234,7 +234,7 @@ def test_processor_right_padding_equals_left_padding():
     left = model.process_hidden_states(jnp.asarray(hidden), jnp.asarray(mask), attention_fn=xla_attention)
     right = model.process_hidden_states(jnp.asarray(right_hidden), jnp.asarray(right_mask), attention_fn=xla_attention)
     for a, b in zip(left, right, strict=True):
-        assert relative_error(b, np.asarray(a)) <= FLOAT32_TOLERANCE
+        assert relative_error(b, np.asarray(a)) <= FLOAT32
 
 
 def test_configurator_builds_checkpoint_layout():

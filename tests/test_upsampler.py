@@ -10,12 +10,11 @@ from ltx_core.model.upsampler import LatentUpsamplerConfigurator as TorchConfigu
 from ltx_core.model.upsampler import upsample_video as torch_upsample_video
 from ltx_core.model.video_vae.ops import PerChannelStatistics
 from ltx_core_twin import relative_error
+from tolerances import FLOAT32
 
 import ltx_jax
 from ltx_jax.model.upsampler import LatentUpsampler, LatentUpsamplerConfigurator, upsample_video
 from ltx_jax.model.upsampler.pixel_shuffle import pixel_shuffle_nd
-
-FLOAT32_TOLERANCE = 1e-5  # DESIGN.md: max|jax - torch| / max|torch| in float32
 
 TINY = {"in_channels": 8, "mid_channels": 64, "num_blocks_per_stage": 2}
 VARIANTS = {
@@ -64,7 +63,7 @@ def test_upsampler_parity(variant):
         expected = reference(torch.from_numpy(x))
     ours = run(jax_upsampler(config, reference), jnp.asarray(x))
     assert ours.shape == tuple(expected.shape)
-    assert relative_error(ours, expected) <= FLOAT32_TOLERANCE
+    assert relative_error(ours, expected) <= FLOAT32
 
 
 def test_upsample_video_parity():
@@ -82,7 +81,7 @@ def test_upsample_video_parity():
         expected = torch_upsample_video(torch.from_numpy(x), encoder, reference)
         plain = reference(torch.from_numpy(x))
     ours = upsample_video(jnp.asarray(x), jax_upsampler(TINY, reference), jnp.asarray(mean), jnp.asarray(std))
-    assert relative_error(ours, expected) <= FLOAT32_TOLERANCE
+    assert relative_error(ours, expected) <= FLOAT32
     assert relative_error(plain, expected) > 1e-2  # the statistics matter
 
 
@@ -107,7 +106,7 @@ def test_blur_downsample_parity(dims, stride):
     expected = TorchBlurDownsample(dims, stride)(torch.from_numpy(x))
     ours = BlurDownsample(dims, stride)(jnp.asarray(x))
     assert ours.shape == tuple(expected.shape)
-    assert relative_error(ours, expected) <= FLOAT32_TOLERANCE
+    assert relative_error(ours, expected) <= FLOAT32
 
 
 def test_configurator_keys_and_metadata():

@@ -14,6 +14,7 @@ from ltx_core.model.video_vae import (
     VideoEncoderConfigurator,
 )
 from ltx_core_twin import relative_error
+from tolerances import FLOAT32
 
 import ltx_jax
 from ltx_jax.model.video_vae import (
@@ -27,7 +28,6 @@ from ltx_jax.model.video_vae import (
     video_encoder_from_config,
 )
 
-FLOAT32_TOLERANCE = 1e-5  # DESIGN.md: max|jax - torch| / max|torch| in float32
 BRANCH_EFFECT = 1e-3  # a config branch that matters moves the output far above the tolerance
 
 ENCODER_BLOCKS = [  # every encoder block kind; 32x32 spatial and 8x temporal compression with patch_size 4
@@ -162,14 +162,14 @@ def test_encoder_parity(overrides):
     expected = run_torch(reference, video)
     latent = encode(ours, jnp.asarray(video))
     assert latent.shape == tuple(expected.shape) == (2, reference.latent_channels, 2, 2, 2)
-    assert relative_error(latent, expected) <= FLOAT32_TOLERANCE
+    assert relative_error(latent, expected) <= FLOAT32
 
 
 def test_encoder_crops_frames_like_ltx_core():
     reference, ours = twins(vae_config(), "encoder")
     video = np.tanh(random((1, 3, 12, 32, 64)))  # 12 = 1 + 8 + 3 extra frames
     expected = run_torch(reference, video)
-    assert relative_error(encode(ours, jnp.asarray(video)), expected) <= FLOAT32_TOLERANCE
+    assert relative_error(encode(ours, jnp.asarray(video)), expected) <= FLOAT32
 
 
 def decode_both(config: dict, latent: np.ndarray, timestep: float | None = None) -> tuple[jax.Array, torch.Tensor]:
@@ -189,13 +189,13 @@ def test_decoder_parity(name):
     shape = (2, 8, 2, 1, 2) if name == "group_norm" else (2, 8, 2, 2, 2)
     decoded, expected = decode_both(DECODERS[name], random(shape))
     assert decoded.shape == tuple(expected.shape) == (2, 3, 9, 32 * shape[3], 64)
-    assert relative_error(decoded, expected) <= FLOAT32_TOLERANCE
+    assert relative_error(decoded, expected) <= FLOAT32
 
 
 def test_decoder_timestep_and_noise_matter():
     latent = random((2, 8, 2, 2, 2))
     decoded, expected = decode_both(LTX2_DECODER, latent, timestep=0.3)
-    assert relative_error(decoded, expected) <= FLOAT32_TOLERANCE
+    assert relative_error(decoded, expected) <= FLOAT32
     default_timestep, _ = decode_both(LTX2_DECODER, latent)
     assert relative_error(default_timestep, expected) > BRANCH_EFFECT
     _, ours = twins(vae_config(**LTX2_DECODER), "decoder")
@@ -239,14 +239,14 @@ def test_tiled_decode_parity(name):
     assert len(chunks) == 2
     tiled = jnp.concatenate(chunks, axis=2)
     assert tiled.shape == tuple(expected.shape) == (1, 3, 17, 96, 96)
-    assert relative_error(tiled, expected) <= FLOAT32_TOLERANCE
+    assert relative_error(tiled, expected) <= FLOAT32
     assert relative_error(tiled, decode(ours, jnp.asarray(latent), noise=noise)) > BRANCH_EFFECT  # the tiles did blend
 
 
 def test_tiled_equals_untiled_for_a_pointwise_decoder():
     """With only the centre tap of every 3x3x3 kernel left, each pixel depends on its own latent cell
     only, so the tiles' blend masks must add up to exactly the untiled decode. Tolerance: the float32
-    sum of up to 8 masked copies divided by the summed masks, a few ulps; FLOAT32_TOLERANCE bounds it."""
+    sum of up to 8 masked copies divided by the summed masks, a few ulps; FLOAT32 bounds it."""
     reference, _ = twins(vae_config(**LTX2_DECODER), "decoder")
     with torch.no_grad():
         for name, tensor in reference.state_dict(keep_vars=True).items():
@@ -258,7 +258,7 @@ def test_tiled_equals_untiled_for_a_pointwise_decoder():
     ltx_jax.load_state_dict(ours, reference.state_dict(), prefix="")
     latent, noise = jnp.asarray(random((1, 8, 3, 3, 3))), jnp.asarray(random((1, 8, 3, 3, 3), seed=1))
     tiled = decode_video(ours, latent, our_tiling(latent.shape), noise=noise)
-    assert relative_error(tiled, decode(ours, latent, noise=noise)) <= FLOAT32_TOLERANCE
+    assert relative_error(tiled, decode(ours, latent, noise=noise)) <= FLOAT32
 
 
 def test_tiling_geometry():
@@ -297,7 +297,7 @@ def test_tiles_spread_over_the_mesh_devices_give_the_same_video():
     one_device = decode_video(ours, latent, our_tiling(latent.shape), noise=noise)
     spread = decode_video(ours, latent, our_tiling(latent.shape), noise=noise, devices=jax.devices())
     assert len(jax.devices()) == 8
-    assert relative_error(spread, one_device) <= FLOAT32_TOLERANCE
+    assert relative_error(spread, one_device) <= FLOAT32
     assert spread.devices() == {jax.devices()[0]}
 
 
