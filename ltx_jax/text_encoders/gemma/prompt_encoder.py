@@ -29,7 +29,9 @@ from ltx_jax.text_encoders.gemma.embeddings_processor import (
     EmbeddingsProcessorOutput,
     embeddings_processor_state_dict,
 )
-from ltx_jax.text_encoders.gemma.encoders.base_encoder import GEMMA_COMPILER_OPTIONS, GemmaTextEncoder
+from ltx_jax.text_encoders.gemma.encoders.base_encoder import GEMMA_COMPILER_OPTIONS, GemmaTextEncoder, gemma_model_type
+from ltx_jax.text_encoders.gemma.encoders.encoder_configurator import gemma_json
+from ltx_jax.text_encoders.gemma.gemma_assets import GemmaAssets, check_gemma_version
 from ltx_jax.text_encoders.gemma.prompt_cache import PromptCache, checkpoint_identity
 from ltx_jax.text_encoders.gemma.prompt_enhancer import PromptEnhancer
 from ltx_jax.text_encoders.gemma.tokenizer import TOKENIZER_MAX_LENGTH
@@ -68,7 +70,10 @@ class PromptEncoder:
         """Gemma 3 as a prompt rewriter (generation on this encoder's weights)."""
         if self._enhancer is None:
             if self._make_enhancer is None:
-                raise ValueError("this prompt encoder was built without a prompt enhancer (make_enhancer).")
+                raise ValueError(
+                    "this prompt encoder has no prompt enhancer: it was built without make_enhancer, or its text "
+                    "encoder is LTX-2.5's Gemma 4, which cannot generate text."
+                )
             self._enhancer = self._make_enhancer()
         return self._enhancer
 
@@ -108,15 +113,32 @@ def build_prompt_encoder(
     mesh: Mesh | None = None,
     cache_dir: str | os.PathLike | None = None,
     ltx_checkpoint_path: str | os.PathLike | None = None,
+    ltx_metadata: Mapping[str, str] | None = None,
     max_length: int = TOKENIZER_MAX_LENGTH,
 ) -> PromptEncoder:
     """Gemma from `gemma_root` (split over `mesh` if given) + the embeddings processor of an LTX
     checkpoint (`ltx_config`: its parsed metadata config; `ltx_tensors`: its key -> tensor mapping).
 
-    With `cache_dir`, contexts are cached per prompt; the cache key includes the identity of
-    `gemma_root` and of `ltx_checkpoint_path` (required then: the processor weights live there).
+    `gemma_root` is a Gemma 3 directory (LTX-2.3) or LTX-2.5's Gemma 4 text-encoder file (or directory), whose
+    feature-extractor projections join `ltx_tensors` (upstream loads the processor from both files). With
+    `ltx_metadata` (the transformer file's raw metadata) the two are checked to belong together
+    (`check_gemma_version`). With `cache_dir`, contexts are cached per prompt; the cache key includes the
+    identity of `gemma_root` and of `ltx_checkpoint_path` (required then: the processor weights live there).
     """
-    text_encoder = GemmaTextEncoder.from_root(gemma_root, param_dtype=gemma_dtype, mesh=mesh, max_length=max_length)
+    if cache_dir is not None and ltx_checkpoint_path is None:
+        raise ValueError("cache_dir needs ltx_checkpoint_path: the cache key must name the processor's weights.")
+    family = gemma_model_type(gemma_root)
+    if ltx_metadata is not None:
+        config = (
+            gemma_json(gemma_root, "config.json") if Path(gemma_root).is_dir() else GemmaAssets.load(gemma_root).config
+        )
+        check_gemma_version(
+            ltx_metadata,
+            config,
+            transformer=os.fspath(ltx_checkpoint_path or "the transformer"),
+            text_encoder=os.fspath(gemma_root),
+        )
+    text_encoder = GemmaTextEncoder.from_path(gemma_root, param_dtype=gemma_dtype, mesh=mesh, max_length=max_length)
     gemma = text_encoder.model.config
     processor = abstract_module(  # shapes only: every parameter is loaded next (random init took minutes on a CPU)
         lambda rngs: EmbeddingsProcessorConfigurator.from_config(
@@ -127,12 +149,17 @@ def build_prompt_encoder(
             param_dtype=processor_dtype,
         )
     )
-    load_state_dict(processor, embeddings_processor_state_dict(ltx_tensors), prefix="")
+    tensors = dict(ltx_tensors)
+    if family == "gemma4_unified":
+        tensors.update(GemmaAssets.load(gemma_root).lazy_tensors())
+    load_state_dict(processor, embeddings_processor_state_dict(tensors), prefix="")
     cache = None
     if cache_dir is not None:
-        if ltx_checkpoint_path is None:
-            raise ValueError("cache_dir needs ltx_checkpoint_path: the cache key must name the processor's weights.")
         identity = checkpoint_identity(Path(gemma_root), Path(ltx_checkpoint_path))
         cache = PromptCache(cache_dir, checkpoint_id=identity, max_length=max_length)
-    enhancer = functools.partial(PromptEnhancer.from_root, gemma_root, text_encoder, mesh=mesh, param_dtype=gemma_dtype)
+    enhancer = None
+    if family != "gemma4_unified":  # Gemma 4 unified has no text generation to enhance prompts with
+        enhancer = functools.partial(
+            PromptEnhancer.from_root, gemma_root, text_encoder, mesh=mesh, param_dtype=gemma_dtype
+        )
     return PromptEncoder(text_encoder, processor, cache, make_enhancer=enhancer)

@@ -1,5 +1,6 @@
-"""Gemma 3 text encoder in Flax NNX: config, model, checkpoint loading and sharding, the encoder wrapper;
-the image path (SigLIP tower, multimodal projector, image preprocessing) for image-to-video prompt enhancement."""
+"""Gemma text encoders in Flax NNX: Gemma 3 (LTX-2.3) and Gemma 4 (LTX-2.5), each a config, a model and its
+checkpoint loading and sharding; the encoder wrapper that runs either; Gemma 3's image path (SigLIP tower,
+multimodal projector, image preprocessing) for image-to-video prompt enhancement."""
 
 from ltx_jax.text_encoders.gemma.encoders.base_encoder import GemmaTextEncoder
 from ltx_jax.text_encoders.gemma.encoders.encoder_configurator import (
@@ -32,8 +33,18 @@ from ltx_jax.text_encoders.gemma.encoders.gemma3_vision import (
     load_gemma_vision_state_dict,
     read_gemma_vision_config,
 )
+from ltx_jax.text_encoders.gemma.encoders.gemma4_config import Gemma4ModelConfig
+from ltx_jax.text_encoders.gemma.encoders.gemma4_configurator import (
+    GEMMA4_IGNORED_KEYS,
+    GEMMA4_TEXT_KEY_MAP,
+    abstract_gemma4,
+    create_gemma4_model,
+)
+from ltx_jax.text_encoders.gemma.encoders.gemma4_model import Gemma4TextModel
 
 __all__ = [
+    "GEMMA4_IGNORED_KEYS",
+    "GEMMA4_TEXT_KEY_MAP",
     "GEMMA_IGNORED_KEYS",
     "GEMMA_TEXT_KEY_MAP",
     "GEMMA_VISION_IGNORED_KEYS",
@@ -43,9 +54,13 @@ __all__ = [
     "Gemma3TextModel",
     "Gemma3VisionConfig",
     "Gemma3VisionTower",
+    "Gemma4ModelConfig",
+    "Gemma4TextModel",
     "GemmaTextEncoder",
     "abstract_gemma",
+    "abstract_gemma4",
     "abstract_gemma_vision",
+    "create_gemma4_model",
     "create_gemma_model",
     "create_gemma_vision",
     "gemma3_pixel_values",

@@ -3,11 +3,13 @@
 Source: ltx-core's `text_encoders/gemma/encoders/base_encoder.py` (`LTXGemmaTextEncoder.encode`,
 upstream; `GemmaTextEncoder` in 1.0.0): tokenize each prompt to `max_length` (left padding),
 run the language model with `output_hidden_states=True`, hand the hidden states and the mask to
-the embeddings processor. Prompt enhancement (text generation) is not ported.
+the embeddings processor. The language model is Gemma 3 (LTX-2.3: a Hugging Face directory) or Gemma 4
+(LTX-2.5: its packed text-encoder file, or a directory), told apart by the config's `model_type`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -16,9 +18,13 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
+from ltx_jax.convert.safetensors_file import SafetensorsFile
 from ltx_jax.parallel.launch import launched
-from ltx_jax.text_encoders.gemma.encoders.encoder_configurator import create_gemma_model
+from ltx_jax.text_encoders.gemma.encoders.encoder_configurator import create_gemma_model, gemma_json
 from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel, split_layers
+from ltx_jax.text_encoders.gemma.encoders.gemma4_configurator import create_gemma4_model
+from ltx_jax.text_encoders.gemma.encoders.gemma4_model import Gemma4TextModel
+from ltx_jax.text_encoders.gemma.gemma_assets import GEMMA_CONFIG_METADATA_KEY, GemmaAssets
 from ltx_jax.text_encoders.gemma.tokenizer import TOKENIZER_MAX_LENGTH, LTXGemmaTokenizer
 
 # cuBLAS for every matrix product instead of XLA's Triton GEMM fusions, whose autotuning made compiling
@@ -58,7 +64,7 @@ class GemmaTextEncoder:
     `from_root(..., mesh=...)`) XLA runs them sharded.
     """
 
-    def __init__(self, model: Gemma3TextModel, tokenizer: LTXGemmaTokenizer) -> None:
+    def __init__(self, model: Gemma3TextModel | Gemma4TextModel, tokenizer: LTXGemmaTokenizer) -> None:
         tokens, vocab = tokenizer.tokenizer.get_vocab_size(), model.config.vocab_size
         if tokens > vocab:
             # Out-of-range ids would be clamped silently by the embedding lookup under jit.
@@ -82,6 +88,22 @@ class GemmaTextEncoder:
         model = create_gemma_model(gemma_root, param_dtype=param_dtype, mesh=mesh)
         return cls(model, LTXGemmaTokenizer.from_root(gemma_root, max_length))
 
+    @classmethod
+    def from_path(
+        cls,
+        path: str | Path,
+        *,
+        param_dtype: jnp.dtype = jnp.bfloat16,
+        mesh: Mesh | None = None,
+        max_length: int = TOKENIZER_MAX_LENGTH,
+    ) -> GemmaTextEncoder:
+        """A Gemma 3 directory (`from_root`), or LTX-2.5's Gemma 4 as a packed file or a directory."""
+        if gemma_model_type(path) != "gemma4_unified":
+            return cls.from_root(path, param_dtype=param_dtype, mesh=mesh, max_length=max_length)
+        assets = GemmaAssets.load(path)
+        model = create_gemma4_model(assets, param_dtype=param_dtype, mesh=mesh)
+        return cls(model, assets.tokenizer(max_length))
+
     def hidden_states(self, input_ids: jax.Array, attention_mask: jax.Array) -> jax.Array:
         """Token ids and binary mask (B, S) -> every hidden state stacked on the last axis, (B, S, D, L + 1)."""
         x, rope, masks = _layer_inputs(*self._outer, jnp.asarray(input_ids), jnp.asarray(attention_mask))
@@ -95,3 +117,18 @@ class GemmaTextEncoder:
         """Prompts -> (hidden states (B, S, D, L + 1), binary mask (B, S)), one fused forward."""
         ids, mask = self.tokenizer.tokenize(prompts)
         return self.hidden_states(ids, mask), jnp.asarray(mask)
+
+
+def gemma_model_type(path: str | Path) -> str:
+    """The `model_type` of a text encoder's config: the packed file's `gemma_config`, else the directory's
+    `config.json` ("gemma3" for LTX-2.3, "gemma4_unified" for LTX-2.5)."""
+    path = Path(path)
+    if path.is_file():
+        metadata = SafetensorsFile(path).metadata
+        if GEMMA_CONFIG_METADATA_KEY not in metadata:
+            raise ValueError(
+                f"{path} has no metadata key {GEMMA_CONFIG_METADATA_KEY!r}: it is not a packed text-encoder file; "
+                "pass the text encoder's file, or the Gemma directory."
+            )
+        return json.loads(metadata[GEMMA_CONFIG_METADATA_KEY]).get("model_type", "")
+    return gemma_json(path, "config.json").get("model_type", "")

@@ -38,13 +38,14 @@ from ltx_jax.parallel.sharding import param_sharding
 from ltx_jax.text_encoders.gemma.encoders.gemma3_config import Gemma3ModelConfig
 from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel
 
-_TEXT_PARAM = r"((?:layers\.\d+|embed_tokens|norm)\..+)"
+# A text-model parameter path (group 1), the part every layout shares.
+GEMMA_TEXT_PARAM = r"((?:layers\.\d+|embed_tokens|norm)\..+)"
 # Anchored source-key patterns -> our key (group 1).
 GEMMA_TEXT_KEY_MAP: tuple[re.Pattern[str], ...] = (
-    re.compile(r"language_model\.model\." + _TEXT_PARAM),
-    re.compile(r"model\.language_model\." + _TEXT_PARAM),
-    re.compile(r"model\." + _TEXT_PARAM),
-    re.compile(_TEXT_PARAM),
+    re.compile(r"language_model\.model\." + GEMMA_TEXT_PARAM),
+    re.compile(r"model\.language_model\." + GEMMA_TEXT_PARAM),
+    re.compile(r"model\." + GEMMA_TEXT_PARAM),
+    re.compile(GEMMA_TEXT_PARAM),
 )
 # Keys of a Gemma 3 checkpoint that hidden states do not use (the image path and the LM head).
 GEMMA_IGNORED_KEYS: tuple[re.Pattern[str], ...] = (
@@ -55,8 +56,15 @@ GEMMA_IGNORED_KEYS: tuple[re.Pattern[str], ...] = (
 _SHOWN = 8
 
 
-def gemma_text_state_dict(state_dict: Mapping[str, Any]) -> dict[str, Any]:
-    """A Gemma 3 checkpoint's tensors renamed to `Gemma3TextModel` paths (see the module docstring).
+def gemma_text_state_dict(
+    state_dict: Mapping[str, Any],
+    *,
+    key_map: tuple[re.Pattern[str], ...] = GEMMA_TEXT_KEY_MAP,
+    ignored: tuple[re.Pattern[str], ...] = GEMMA_IGNORED_KEYS,
+    family: str = "Gemma 3",
+) -> dict[str, Any]:
+    """A Gemma checkpoint's tensors renamed to the text model's paths (see the module docstring; Gemma 4 passes
+    its own `key_map` and `ignored` patterns).
 
     Raises `ValueError` listing the keys that no pattern (or more than one) matches, and the
     target keys that two source keys map to (two layouts mixed in one directory).
@@ -64,11 +72,11 @@ def gemma_text_state_dict(state_dict: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     unknown, ambiguous, duplicate = [], [], []
     for key, value in state_dict.items():
-        hits = [m.group(1) for pattern in GEMMA_TEXT_KEY_MAP if (m := pattern.fullmatch(key))]
-        ignored = any(pattern.fullmatch(key) for pattern in GEMMA_IGNORED_KEYS)
-        if len(hits) + ignored == 0:
+        hits = [m.group(1) for pattern in key_map if (m := pattern.fullmatch(key))]
+        skipped = any(pattern.fullmatch(key) for pattern in ignored)
+        if len(hits) + skipped == 0:
             unknown.append(key)
-        elif len(hits) + ignored > 1:
+        elif len(hits) + skipped > 1:
             ambiguous.append(key)
         elif hits:
             if hits[0] in out:
@@ -81,10 +89,9 @@ def gemma_text_state_dict(state_dict: Mapping[str, Any]) -> dict[str, Any]:
     ]
     if problems:
         raise ValueError(
-            "state_dict is not a Gemma 3 checkpoint this loader knows: "
+            f"state_dict is not a {family} checkpoint this loader knows: "
             + "; ".join(problems)
-            + f". Known text keys: {[p.pattern for p in GEMMA_TEXT_KEY_MAP]}; ignored: "
-            f"{[p.pattern for p in GEMMA_IGNORED_KEYS]}."
+            + f". Known text keys: {[p.pattern for p in key_map]}; ignored: {[p.pattern for p in ignored]}."
         )
     return out
 
