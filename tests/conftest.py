@@ -13,14 +13,23 @@ def share_caches(directory: str) -> None:
     the same tiny models again and again, in-process and in the commands they run, and compiling is most of their
     time. JAX reads these variables when it is imported. `directory` is also ltx-jax's user cache
     (`ltx_jax.user_cache`), whose `jax_compilation` is the commands' default `--compile-cache-dir`: the same
-    folder, and nothing is written to the user's own cache."""
-    os.environ.setdefault("LTX_JAX_CACHE_DIR", directory)
-    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(os.environ["LTX_JAX_CACHE_DIR"], "jax_compilation"))
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    folder, and nothing is written to the user's own cache. Processes share it at the same time (pytest-xdist's
+    workers, the commands the tests start): a program read while another process still writes it fails to
+    load, which JAX reports as a warning and compiles anew. (A size limit would put JAX's file lock around every
+    read and write, but then each write also reads every entry's access time: quadratic in the entries, minutes
+    of system time in a full run.)"""
+    os.environ["LTX_JAX_CACHE_DIR"] = directory
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(directory, "jax_compilation")
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
 
 
-SESSION_CACHE = tempfile.mkdtemp(prefix="ltx-jax-tests-cache-")
+# pytest-xdist's workers inherit the environment of the process that starts them: one folder for all of them,
+# made and removed by that first process.
+OWNS_SESSION_CACHE = "LTX_JAX_TESTS_SESSION_CACHE" not in os.environ
+if OWNS_SESSION_CACHE:
+    os.environ["LTX_JAX_TESTS_SESSION_CACHE"] = tempfile.mkdtemp(prefix="ltx-jax-tests-cache-")
+SESSION_CACHE = os.environ["LTX_JAX_TESTS_SESSION_CACHE"]
 share_caches(SESSION_CACHE)
 
 from cpu_compile import set_xla_flags  # noqa: E402 - imports JAX, after the cache settings above
@@ -53,4 +62,5 @@ def no_model_building(monkeypatch: pytest.MonkeyPatch) -> type[ModelBuildAttempt
 
 
 def pytest_sessionfinish() -> None:
-    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
+    if OWNS_SESSION_CACHE:
+        shutil.rmtree(SESSION_CACHE, ignore_errors=True)
