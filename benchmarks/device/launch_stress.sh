@@ -19,7 +19,8 @@
 #   TREES=DIR LANES=16 CORES=1 BUDGET_S=560 CONTROL=4 bash benchmarks/device/launch_stress.sh
 #
 # The first CONTROL lanes run the `before` tree (quantization none); the others run the `after` tree, lane i the
-# configuration (i - CONTROL) mod 4, one run after another. A run is started only when it would end before BUDGET_S
+# configuration (i - CONTROL) mod the number of CONFIGS (default "none fp8-cast fp8 two-stage"), one run after
+# another. A run is started only when it would end before BUDGET_S
 # (RUN_S, default 150 s, or 1.2 times the lane's longest run so far). Each lane has its own compilation cache, so its
 # first run compiles and the next ones load (the abort happens while programs run, not while they compile).
 #
@@ -33,6 +34,7 @@ CORES=${CORES:-1}
 BUDGET_S=${BUDGET_S:-560}
 RUN_S=${RUN_S:-150}
 CONTROL=${CONTROL:-0}
+read -r -a CONFIGS <<< "${CONFIGS:-none fp8-cast fp8 two-stage}"
 DATA=/root/tiny
 T0=$(date +%s)
 ulimit -c 0  # an abort writes no core file
@@ -55,7 +57,6 @@ if [[ ! -f $DATA/manifest.json ]]; then
 fi
 echo "files ready at $(($(date +%s) - T0)) s" | tee -a "$OUT/env.txt"
 
-CONFIGS=(none fp8-cast fp8 two-stage)
 flags_for() {  # CONFIGURATION -> the flags after the issue's command
     case $1 in
         none) ;;
@@ -66,7 +67,7 @@ flags_for() {  # CONFIGURATION -> the flags after the issue's command
 }
 lane() {  # LANE_INDEX
     local index=$1 tree=after i=0 longest=0 config cpus start took rc rendezvous
-    config=${CONFIGS[$(((index - CONTROL) % 4))]}
+    config=${CONFIGS[$(((index - CONTROL) % ${#CONFIGS[@]}))]}
     ((index < CONTROL)) && tree=before config=none
     cpus=$((index * CORES))-$((index * CORES + CORES - 1))
     while true; do
@@ -104,7 +105,8 @@ wait
 {
     echo
     echo "=== per tree and configuration: runs, exit 0, aborted with the rendezvous message, other failures"
-    awk '{key=$8" "$10; runs[key]++; if ($12==0) ok[key]++; else if ($15=="yes") rv[key]++; else other[key]++}
+    awk '$1 != "lane" {next}
+         {key=$8" "$10; runs[key]++; if ($12==0) ok[key]++; else if ($15=="yes") rv[key]++; else other[key]++}
          END {for (k in runs) printf "%-22s runs %3d  exit-0 %3d  rendezvous %3d  other %3d\n", k, runs[k], ok[k], rv[k], other[k]}' \
         "$OUT/runs.txt" | sort
 } | tee -a "$OUT/runs.txt"
