@@ -21,6 +21,7 @@ from tolerances import SP
 
 import ltx_jax
 from ltx_jax.convert.dit_tensors import Lora
+from ltx_jax.convert.safetensors_file import SafetensorsFile
 from ltx_jax.convert.state_dict import expected_keys
 from ltx_jax.model.lora import fused_kernel
 from ltx_jax.model.upsampler import LatentUpsamplerConfigurator
@@ -233,11 +234,33 @@ def write_tiny_checkpoint(tmp_path, seed=10):
     return checkpoint, embeddings
 
 
+def write_split_files(checkpoint, directory):
+    """The checkpoint's components as LTX-2.5 ships them: transformer, video VAE (keys without `vae.`), audio VAE
+    with the vocoder; each file's `config` holds its sections. Returns the three flags and paths."""
+    tensors = safetensors.numpy.load_file(checkpoint)
+    config = json.loads(SafetensorsFile(checkpoint).metadata["config"])
+    parts = {
+        "transformer": (("model.diffusion_model.",), ("transformer",)),
+        "video-vae": (("vae.",), ("vae",)),
+        "audio-vae": (("audio_vae.", "vocoder."), ("audio_vae", "vocoder")),
+    }
+    flags = []
+    for name, (prefixes, sections) in parts.items():
+        path = directory / f"{name}.safetensors"
+        part = {k.removeprefix("vae."): v for k, v in tensors.items() if k.startswith(prefixes)}
+        metadata = {"config": json.dumps({section: config[section] for section in sections})}
+        safetensors.numpy.save_file(part, path, metadata=metadata)
+        flags += [f"--{name}-path", str(path)]
+    return flags
+
+
 def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path, caplog):
     """--checkpoint-path + --prompt-embeddings generate the same latents as the in-memory embedded run,
-    with the DiT replicated, with it split over the mesh (--shard-weights), and from a converted directory
-    (its DiT in Orbax, the rest from the file it was converted from, found beside it)."""
+    with the DiT replicated, with it split over the mesh (--shard-weights), from a converted directory
+    (its DiT in Orbax, the rest from the file it was converted from, found beside it), and from the same
+    weights as split files (--transformer-path, --video-vae-path, --audio-vae-path)."""
     checkpoint, embeddings = write_tiny_checkpoint(tmp_path)
+    split = write_split_files(checkpoint, tmp_path)
     ltx_jax.convert_checkpoint(checkpoint, tmp_path / "converted", dtype="float32", progress=False)
     common = ["--mesh", "8", "--num-inference-steps", "3", "--height", "64", "--width", "96", "--num-frames", "9"]
     runs = {}
@@ -249,6 +272,8 @@ def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path, caplo
                      "float32", "--video-stg-blocks", "1", "--audio-stg-blocks", "1", "--shard-weights"]),
         ("converted", ["--checkpoint-path", str(tmp_path / "converted"), "--prompt-embeddings", str(embeddings),
                        "--dtype", "float32", "--video-stg-blocks", "1", "--audio-stg-blocks", "1"]),
+        ("split", [*split, "--prompt-embeddings", str(embeddings), "--dtype", "float32", "--video-stg-blocks", "1",
+                   "--audio-stg-blocks", "1"]),
     ):  # fmt: skip
         latents = tmp_path / f"{name}.npz"
         args = generate.parse_args([*common, *extra, "--output-path", str(tmp_path / f"{name}.mp4"), "--save-latents",
@@ -260,7 +285,7 @@ def test_checkpoint_file_equals_the_same_weights_built_in_memory(tmp_path, caplo
         assert placement, "SequenceParallel did not log its placement"
         assert ("sharded weights" in placement[0]) == (name == "sharded"), placement[0]
         runs[name] = dict(np.load(latents))
-    for name in ("checkpoint", "sharded", "converted"):
+    for name in ("checkpoint", "sharded", "converted", "split"):
         for stream in ("video", "audio"):
             reference = runs["embedded"][stream]
             error = np.abs(runs[name][stream] - reference).max() / np.abs(reference).max()

@@ -50,7 +50,7 @@ PROCESS_LOCAL = ("process_id", "output_path", "save_latents")  # flags that may 
 CROSS_MODALITY = {"video": "a2v", "audio": "v2a"}  # the modality-guidance flag of each stream
 CHECKPOINT_ONLY = ("gemma_root", "prompt_cache_dir", "spatial_upsampler_path", "distilled_lora", "lora")
 CHECKPOINT_ONLY += ("shard_weights", "dtype", "distilled_lora_strength_stage_1", "distilled_lora_strength_stage_2")
-CHECKPOINT_ONLY += ("quantization", "components_path")
+CHECKPOINT_ONLY += ("quantization", "components_path", "video_vae_path", "audio_vae_path", "text_encoder_path")
 
 
 def guidance_flags(parser: argparse.ArgumentParser, modality: str) -> None:
@@ -148,7 +148,19 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
         "--components-path", type=Path, help="with a converted --checkpoint-path: the .safetensors its VAEs, vocoder "
         "and text connectors come from (default: the file it was converted from, beside it)",
     )  # fmt: skip
-    models.add_argument("--gemma-root", type=Path, help="Gemma 3 directory (weights + tokenizer) to encode --prompt")
+    models.add_argument(
+        "--transformer-path", type=Path, help="split files (LTX-2.5's layout), instead of --checkpoint-path: the "
+        "transformer .safetensors (DiT and text connectors), with --video-vae-path and --audio-vae-path",
+    )  # fmt: skip
+    models.add_argument("--video-vae-path", type=Path, help="with --transformer-path: the video VAE .safetensors")
+    models.add_argument(
+        "--audio-vae-path", type=Path, help="with --transformer-path: the audio VAE and vocoder .safetensors"
+    )
+    models.add_argument("--gemma-root", type=Path, help="Gemma directory (weights + tokenizer) to encode --prompt")
+    models.add_argument(
+        "--text-encoder-path", type=Path, help="instead of --gemma-root: the text encoder packed in one .safetensors "
+        "(LTX-2.5's Gemma 4 file, tokenizer and projections inside)",
+    )  # fmt: skip
     models.add_argument("--prompt-cache-dir", type=Path, help="cache prompt contexts here (keyed by prompt + weights)")
     models.add_argument("--prompt-embeddings", type=Path, help=".npz with video/audio[/negative_video/negative_audio]")
     models.add_argument("--spatial-upsampler-path", type=Path, help="2x latent upsampler .safetensors")
@@ -291,16 +303,20 @@ def checkpoint_files(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Check
     """The model files and their options, or None for the embedded default (which takes none of them)."""
     from ltx_jax.pipeline.model_ledger import CheckpointFiles  # noqa: PLC0415
 
-    if args.checkpoint_path is None:
+    if args.checkpoint_path is None and args.transformer_path is None:
         given = [f"--{name.replace('_', '-')}" for name in CHECKPOINT_ONLY if getattr(args, name)]
         if given:
             raise ValueError(
-                f"{', '.join(given)} apply to --checkpoint-path runs; the embedded default builds its own tiny "
-                "float32 models. Add --checkpoint-path, or drop them."
+                f"{', '.join(given)} apply to runs on model files; the embedded default builds its own tiny "
+                "float32 models. Add --checkpoint-path (or --transformer-path), or drop them."
             )
         return None
     return CheckpointFiles(
         args.checkpoint_path,
+        transformer_path=args.transformer_path,
+        video_vae_path=args.video_vae_path,
+        audio_vae_path=args.audio_vae_path,
+        text_encoder_path=args.text_encoder_path,
         gemma_root=args.gemma_root,
         spatial_upsampler_path=args.spatial_upsampler_path,
         distilled_lora=None if args.distilled_lora is None else lora_of("--distilled-lora", args.distilled_lora),

@@ -41,7 +41,10 @@ def check_enhance_prompt(args: argparse.Namespace, files: Any, settings: Any) ->
             "--enhance-prompt rewrites text prompts, and --prompt-embeddings gives encoded ones: drop one of them."
         )
     if files is not None and files.gemma_root is None:
-        raise ValueError("--enhance-prompt runs Gemma 3: add --gemma-root GEMMA_DIR (gemma-3-12b-it).")
+        raise ValueError(
+            "--enhance-prompt runs Gemma 3: add --gemma-root GEMMA_DIR (gemma-3-12b-it); LTX-2.5's Gemma 4 text "
+            "encoder (--text-encoder-path) cannot generate text."
+        )
     check_enhancement(None if files is None else files.gemma_root, with_image=bool(settings.images))
 
 

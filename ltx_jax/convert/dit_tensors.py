@@ -262,3 +262,14 @@ def config_from_json_file(path: str) -> dict[str, Any]:
     """A `--config` file: the checkpoint's `config` JSON (`{"transformer": {...}}`)."""
     with open(path) as f:
         return json.load(f)
+
+
+def parse_model_version(text: str) -> tuple[int, ...]:
+    """ "2.5.0" -> (2, 5, 0); a part that is not a number ends it ("2.3.rc1" -> (2, 3)), as ltx-core's
+    `parse_model_version`."""
+    parts: list[int] = []
+    for part in text.split("."):
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts)

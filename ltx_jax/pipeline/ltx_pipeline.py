@@ -117,8 +117,12 @@ class LTXPipeline:
     @classmethod
     def from_checkpoint(
         cls,
-        checkpoint_path: PathLike,
+        checkpoint_path: PathLike | None = None,
         *,
+        transformer_path: PathLike | None = None,
+        video_vae_path: PathLike | None = None,
+        audio_vae_path: PathLike | None = None,
+        text_encoder_path: PathLike | None = None,
         gemma_root: PathLike | None = None,
         spatial_upsampler_path: PathLike | None = None,
         distilled_lora: Lora | PathLike | None = None,
@@ -134,10 +138,15 @@ class LTXPipeline:
         quantization: Quantization = "none",
         components_path: PathLike | None = None,
     ) -> LTXPipeline:
-        """The models of `flow` from official LTX-2 files, or a converted DiT directory and the file it
-        came from (see `CheckpointFiles` and `RuntimeOptions`). A LoRA given as a path has strength 1."""
+        """The models of `flow` from official LTX-2 files (one checkpoint, or the split files), or a converted DiT
+        directory and the file it came from (see `CheckpointFiles` and `RuntimeOptions`). A LoRA given as a path
+        has strength 1."""
         files = CheckpointFiles(
             checkpoint_path,
+            transformer_path=transformer_path,
+            video_vae_path=video_vae_path,
+            audio_vae_path=audio_vae_path,
+            text_encoder_path=text_encoder_path,
             gemma_root=gemma_root,
             spatial_upsampler_path=spatial_upsampler_path,
             distilled_lora=None if distilled_lora is None else _as_lora(distilled_lora),

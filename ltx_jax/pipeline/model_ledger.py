@@ -23,9 +23,9 @@ from jax.sharding import Mesh
 
 from ltx_jax.config import LTXConfig
 from ltx_jax.convert.checkpoint import converted_manifest, load_checkpoint
-from ltx_jax.convert.dit_tensors import Lora, check_lora_matches, checkpoint_config, parse_dtype
+from ltx_jax.convert.dit_tensors import Lora, check_lora_matches, checkpoint_config, parse_dtype, parse_model_version
 from ltx_jax.convert.lora import load_lora
-from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors, parse_metadata_json
+from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import audio_vae, upsampler, video_vae
 from ltx_jax.model.abstract import abstract_module
@@ -44,6 +44,7 @@ from ltx_jax.pipeline.components import (
 from ltx_jax.pipeline.decoders import decoder_callables
 from ltx_jax.pipeline.defaults import GenerationDefaults
 from ltx_jax.pipeline.flows import Flow, ModelVersion
+from ltx_jax.pipeline.model_paths import SPLIT_FILES, check_split_files, checkpoint_tensors, split_tensors
 from ltx_jax.pipeline.requests import Components
 
 PathLike = str | os.PathLike
@@ -53,11 +54,18 @@ PathLike = str | os.PathLike
 class CheckpointFiles:
     """What to load, and how.
 
+    The models come from one checkpoint (`checkpoint_path`) or from per-component files (`transformer_path`,
+    `video_vae_path` and `audio_vae_path` together, as LTX-2.5 ships them; `model_paths.py`).
+
     Attributes:
         checkpoint_path: an official LTX-2 `.safetensors` (DiT, text connectors, VAEs, vocoder), or a
             directory `convert_checkpoint` wrote (the DiT in Orbax; the rest from `components_path`).
-        gemma_root: the Gemma 3 directory (weights + tokenizer) that encodes text prompts; None: the
+        transformer_path, video_vae_path, audio_vae_path: the split files: the DiT with its text connectors,
+            the video VAE, the audio VAE with its vocoder.
+        gemma_root: the Gemma directory (weights + tokenizer) that encodes text prompts; None: the
             caller passes `PromptEmbeddings`.
+        text_encoder_path: instead of `gemma_root`, a text encoder packed in one `.safetensors` (LTX-2.5's
+            Gemma 4 file, with its tokenizer and the feature extractor's projections).
         spatial_upsampler_path: the 2x latent upsampler `.safetensors` (the two-stage flows).
         distilled_lora: the LoRA applied to the stage-2 DiT of the two-stage flows (its strength; for
             two-stage-hq the two strengths below instead, as the reference ignores it there).
@@ -76,7 +84,7 @@ class CheckpointFiles:
             those blocks' video self-attention in fp8 (`ltx_jax.model.fp8_attention`).
     """
 
-    checkpoint_path: PathLike
+    checkpoint_path: PathLike | None = None
     gemma_root: PathLike | None = None
     spatial_upsampler_path: PathLike | None = None
     distilled_lora: Lora | None = None
@@ -88,23 +96,28 @@ class CheckpointFiles:
     shard_weights: bool = False
     quantization: Quantization = "none"
     components_path: PathLike | None = None
+    transformer_path: PathLike | None = None
+    video_vae_path: PathLike | None = None
+    audio_vae_path: PathLike | None = None
+    text_encoder_path: PathLike | None = None
 
     def check(self, flow: str | Flow) -> None:
         """Raises `ValueError`/`FileNotFoundError` naming the argument and the fix; reads file headers only."""
         flow = flows.get(flow)
-        if Path(self.checkpoint_path).is_dir():
+        self._check_layout()
+        if Path(self.dit_path()).is_dir():
             self._check_converted(flow)
-        else:
+        elif not self.is_split():
             _check_file("checkpoint_path", self.checkpoint_path, ".safetensors")
             if self.components_path is not None:
                 raise ValueError(
                     f"components_path (--components-path) {os.fspath(self.components_path)!r} goes with a converted "
                     "checkpoint_path directory; a .safetensors checkpoint holds its components itself: drop it."
                 )
+        check_model_version(self.dit_path())
         parse_dtype(self.dtype)
         check_quantization(self.quantization)
-        if self.gemma_root is not None and not Path(self.gemma_root).is_dir():
-            raise FileNotFoundError(f"gemma_root={os.fspath(self.gemma_root)!r} is not a directory (Gemma 3 weights).")
+        self._check_text_encoder()
         if flow.needs.upsampler and self.spatial_upsampler_path is None:
             raise ValueError(
                 f"The {flow.name} flow needs spatial_upsampler_path (the 2x latent upsampler .safetensors)."
@@ -134,9 +147,38 @@ class CheckpointFiles:
         if flow.needs.ic_lora:
             reference_downscale_factor(self.loras)  # the IC-LoRAs' factors agree
 
+    def _check_layout(self) -> None:
+        """One checkpoint, or the split files together; never both."""
+        split = {name: getattr(self, name) for name in SPLIT_FILES}
+        if (self.checkpoint_path is None) == (self.transformer_path is None):
+            raise ValueError(
+                "give checkpoint_path (--checkpoint-path: one LTX checkpoint) or transformer_path (--transformer-path, "
+                "with --video-vae-path and --audio-vae-path: the per-component files), "
+                + ("not both." if self.checkpoint_path is not None else "to load models from files.")
+            )
+        if self.is_split():
+            check_split_files(split)
+            if self.components_path is not None:
+                raise ValueError("components_path (--components-path) goes with a converted checkpoint_path: drop it.")
+        elif given := [SPLIT_FILES[name][1] for name, path in split.items() if path is not None]:
+            raise ValueError(
+                f"{', '.join(given)} go with --transformer-path (split files); --checkpoint-path holds its VAEs itself."
+            )
+
+    def _check_text_encoder(self) -> None:
+        if self.gemma_root is not None and self.text_encoder_path is not None:
+            raise ValueError(
+                "gemma_root (--gemma-root) and text_encoder_path (--text-encoder-path) both name a text encoder: "
+                "keep one (a Gemma directory, or the packed text-encoder file)."
+            )
+        if self.gemma_root is not None and not Path(self.gemma_root).is_dir():
+            raise FileNotFoundError(f"gemma_root={os.fspath(self.gemma_root)!r} is not a directory (Gemma weights).")
+        if self.text_encoder_path is not None:
+            _check_file("text_encoder_path", self.text_encoder_path, ".safetensors")
+
     def _check_converted(self, flow: Flow) -> None:
-        manifest = converted_manifest(self.checkpoint_path)  # a directory convert_checkpoint wrote
-        components, directory = self.components(), os.fspath(self.checkpoint_path)
+        manifest = converted_manifest(self.dit_path())  # a directory convert_checkpoint wrote
+        components, directory = self.components(), os.fspath(self.dit_path())
         if self.components_path is None and not components.is_file():
             raise FileNotFoundError(
                 f"{directory} holds the DiT only, and {manifest['source']!r}, the file it was converted from, is "
@@ -153,25 +195,43 @@ class CheckpointFiles:
             )
         if self.loras and not flow.needs.ic_lora:  # an IC-LoRA applies as stage 1 runs; the others fuse at load
             raise ValueError(
-                f"loras (--lora) fuse into the weights as a .safetensors loads; {os.fspath(self.checkpoint_path)} is "
+                f"loras (--lora) fuse into the weights as a .safetensors loads; {directory} is "
                 "converted: fuse them when converting (scripts/convert_checkpoint.py --lora), or load the file."
             )
 
+    def dit_path(self) -> Path:
+        """The DiT's file or converted directory: `checkpoint_path`, or `transformer_path` for split files."""
+        return Path(self.checkpoint_path if self.transformer_path is None else self.transformer_path)
+
+    def is_split(self) -> bool:
+        return self.transformer_path is not None
+
+    def text_encoder(self) -> Path | None:
+        """`gemma_root` or `text_encoder_path`, whichever is given."""
+        path = self.gemma_root if self.text_encoder_path is None else self.text_encoder_path
+        return None if path is None else Path(path)
+
     def components(self) -> Path:
-        """The `.safetensors` the text connectors, VAEs and vocoder load from."""
-        if not Path(self.checkpoint_path).is_dir():
-            return Path(self.checkpoint_path)
+        """The `.safetensors` the text connectors load from (and, in one checkpoint, the VAEs and vocoder)."""
+        if not self.dit_path().is_dir():
+            return self.dit_path()
         if self.components_path is not None:
             return Path(self.components_path)
-        return Path(self.checkpoint_path).parent / converted_manifest(self.checkpoint_path)["source"]
+        return self.dit_path().parent / converted_manifest(self.dit_path())["source"]
+
+    def component_tensors(self) -> tuple[dict[str, LazyTensor], dict[str, Any]]:
+        """Every component's tensors (read on use) and `config`, from the checkpoint or the split files' union."""
+        if self.is_split():
+            return split_tensors({name: getattr(self, name) for name in SPLIT_FILES})
+        return checkpoint_tensors(self.components())
 
     def dit_config(self) -> LTXConfig:
         """The DiT's config from the checkpoint's header (or a converted directory's manifest)."""
-        return _header(self.checkpoint_path)[0]
+        return _header(self.dit_path())[0]
 
     def model_version(self) -> ModelVersion:
         """ "2.3" or "2", from the checkpoint's header (or a converted directory's manifest)."""
-        return "2.3" if _header(self.checkpoint_path)[1] else "2"
+        return "2.3" if _header(self.dit_path())[1] else "2"
 
     def defaults(self, flow: str | Flow) -> GenerationDefaults:
         """The reference's defaults for this checkpoint's model version and `flow`."""
@@ -194,11 +254,21 @@ def _header(path: PathLike) -> tuple[LTXConfig, bool]:
     return cfg, (version or "").startswith("2.3") or cfg.apply_gated_attention
 
 
-def checkpoint_tensors(path: PathLike) -> tuple[dict[str, LazyTensor], dict[str, Any]]:
-    """A safetensors file's tensors (read on use) and its parsed `config` metadata."""
-    file = SafetensorsFile(path)
-    config = parse_metadata_json(file.metadata, "config") if "config" in file.metadata else {}
-    return lazy_tensors(file), config
+def check_model_version(path: PathLike) -> None:
+    """Refuses LTX-2.5 transformers (`model_version` 2.4 and later): their files load (split files, Gemma 4), but
+    ltx-pipelines 1.2.0 generates with them differently (the first latent frame marked as a keyframe, ancestral
+    Euler in the distilled flow, other defaults), which ltx-jax does not do yet; a video made without it would
+    not be upstream's."""
+    if Path(path).is_dir():
+        version = converted_manifest(path).get("model_version")
+    else:
+        version = SafetensorsFile(path).metadata.get("model_version")
+    if version is not None and parse_model_version(version) >= (2, 4):
+        raise ValueError(
+            f"{os.fspath(path)} is LTX {version}: ltx-jax reads LTX-2.5's files but does not yet generate with them "
+            "as ltx-pipelines 1.2.0 does (first-frame keyframe mask, ancestral Euler, new defaults). Use an LTX-2.3 "
+            "checkpoint for now."
+        )
 
 
 def reference_downscale_factor(loras: tuple[Lora, ...]) -> int:
@@ -224,10 +294,10 @@ def load_models(files: CheckpointFiles, flow: str | Flow, mesh: Mesh) -> Pipelin
     """Every model `flow` needs, from `files` (checked with `files.check(flow)` first), the DiTs on `mesh`."""
     flow = flows.get(flow)
     files.check(flow)
-    tensors, config = checkpoint_tensors(files.components())
+    tensors, config = files.component_tensors()
     dtype = jnp.dtype(files.dtype)
     load = functools.partial(
-        load_checkpoint, files.checkpoint_path, mesh=mesh, dtype=dtype, shard_weights=files.shard_weights,
+        load_checkpoint, files.dit_path(), mesh=mesh, dtype=dtype, shard_weights=files.shard_weights,
         quantization=files.quantization,
     )  # fmt: skip
     ic_lora = flow.needs.ic_lora  # its LoRAs (the IC-LoRA) run in stage 1 only; stage 2 is the plain DiT
@@ -262,7 +332,7 @@ def load_models(files: CheckpointFiles, flow: str | Flow, mesh: Mesh) -> Pipelin
         else None,
         **conditioning_encoders(functools.partial(_video_encoder, config, tensors, dtype), dtype),
     )
-    prompt_encoder = None if files.gemma_root is None else _gemma_prompt_encoder(files, config, tensors, mesh)
+    prompt_encoder = None if files.text_encoder() is None else _gemma_prompt_encoder(files, config, tensors, mesh)
     version = files.model_version()
     return PipelineModels(
         components=components,
@@ -270,7 +340,7 @@ def load_models(files: CheckpointFiles, flow: str | Flow, mesh: Mesh) -> Pipelin
         decode_audio=decode_audio,
         prompt_encoder=prompt_encoder,
         defaults=flow.defaults(version),
-        description=f"{os.fspath(files.checkpoint_path)} (LTX-{version}, {dtype.name})",
+        description=f"{os.fspath(files.dit_path())} (LTX-{version}, {dtype.name})",
     )
 
 
@@ -281,7 +351,7 @@ def _distilled_lora(files: CheckpointFiles, dtype: jnp.dtype, mesh: Mesh) -> Lor
 
 
 def load_prompt_encoder(files: CheckpointFiles, mesh: Mesh) -> Any:  # noqa: ANN401 - a PromptEncoder
-    """Gemma 3 from `files.gemma_root` and the checkpoint's embeddings processor, alone (no DiT)."""
+    """Gemma from `files.text_encoder()` and the checkpoint's embeddings processor, alone (no DiT)."""
     tensors, config = checkpoint_tensors(files.components())
     return _gemma_prompt_encoder(files, config, tensors, mesh)
 
@@ -308,11 +378,12 @@ def _upsampler(path: PathLike, dtype: jnp.dtype) -> nnx.Module:
 
 
 def _gemma_prompt_encoder(files: CheckpointFiles, config: dict[str, Any], tensors: dict[str, Any], mesh: Mesh) -> Any:  # noqa: ANN401 - a PromptEncoder, imported only with gemma_root
-    """Gemma 3 from `gemma_root` (weights split over the mesh) + the checkpoint's embeddings processor."""
-    from ltx_jax.text_encoders.gemma import build_prompt_encoder  # noqa: PLC0415 - only with gemma_root
+    """Gemma from `files.text_encoder()` (weights split over the mesh) + the checkpoint's embeddings processor,
+    checked to belong to the checkpoint's transformer."""
+    from ltx_jax.text_encoders.gemma import build_prompt_encoder  # noqa: PLC0415 - only with a text encoder
 
     return build_prompt_encoder(
-        files.gemma_root,
+        files.text_encoder(),
         config,
         tensors,
         processor_dtype=jnp.dtype(files.dtype),  # as the reference's ModelLedger builds it
@@ -321,4 +392,5 @@ def _gemma_prompt_encoder(files: CheckpointFiles, config: dict[str, Any], tensor
         # span all of them and hang the others, so the cache is used only in single-process runs.
         cache_dir=files.prompt_cache_dir if jax.process_count() == 1 else None,
         ltx_checkpoint_path=files.components(),
+        ltx_metadata=SafetensorsFile(files.components()).metadata,
     )

@@ -74,13 +74,13 @@ def load_and_encode(
     prompts, peaks, contexts, enhanced = list(prompts), {}, None, [None] * len(prompts)
     encode_s, start = 0.0, time.perf_counter()
     texts = isinstance(prompts[0], str)
-    if files is not None and files.gemma_root is not None and texts:
+    if files is not None and files.text_encoder() is not None and texts:
         runtime.check(files.dit_config(), mesh)  # before any device work, as from_files would
         text = TextEncoder.from_files(files, flow=flow, mesh=mesh)
         prompts, enhanced = _enhanced(text, prompts, settings, on_enhanced)
         contexts = [text.encode(prompt, settings, negative_prompt=negative_prompt) for prompt in prompts]
         del text  # Gemma's weights are freed here, before the DiT is loaded
-        files = dataclasses.replace(files, gemma_root=None)
+        files = dataclasses.replace(files, gemma_root=None, text_encoder_path=None)
         encode_s, peaks["prompt encoding"] = time.perf_counter() - start, device_memory_peak()
     start = time.perf_counter()
     if files is None:

@@ -56,9 +56,10 @@ def prompt_contexts(
         raise ValueError(f"prompt must be a non-empty string or PromptEmbeddings, got {prompt!r}.")
     if encoder is None:
         raise ValueError(
-            "This pipeline has no text encoder (none was loaded, or release_text_encoder() dropped it): load "
-            "it with gemma_root=GEMMA_DIR (Gemma 3 weights and tokenizer), or pass prompt=PromptEmbeddings(video, "
-            "audio) (and negative_prompt for guidance), e.g. from pipe.encode(...) or TextEncoder.encode(...)."
+            "This pipeline has no text encoder (none was loaded, or release_text_encoder() dropped it): load it "
+            "with gemma_root=GEMMA_DIR (a Gemma directory) or text_encoder_path=FILE, or pass "
+            "prompt=PromptEmbeddings(video, audio) (and negative_prompt for guidance), e.g. from pipe.encode(...) or "
+            "TextEncoder.encode(...)."
         )
     if not needs_negative:
         return encode_texts(encoder, [prompt])[0], None
@@ -126,11 +127,15 @@ class TextEncoder:
 
     @classmethod
     def from_files(cls, files: CheckpointFiles, *, flow: str | Flow, mesh: Mesh | None = None) -> TextEncoder:
-        """The text path of `files` (which must name `gemma_root`), its weights split over `mesh`."""
+        """The text path of `files` (which must name `gemma_root` or `text_encoder_path`), its weights split over
+        `mesh`."""
         flow = flows.get(flow)
         files.check(flow)
-        if files.gemma_root is None:
-            raise ValueError("TextEncoder.from_files needs files.gemma_root (the Gemma 3 directory).")
+        if files.text_encoder() is None:
+            raise ValueError(
+                "TextEncoder.from_files needs files.gemma_root (a Gemma directory) or files.text_encoder_path (a "
+                "packed text-encoder file)."
+            )
         mesh = make_mesh(1) if mesh is None else mesh
         encoder = load_prompt_encoder(files, mesh)
         return cls(encoder, flow=flow, defaults=files.defaults(flow), cfg=files.dit_config())

@@ -19,6 +19,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
+from ltx_jax.convert.dit_tensors import parse_model_version
 from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, lazy_tensors
 from ltx_jax.text_encoders.gemma.encoders.encoder_configurator import gemma_weight_paths
 from ltx_jax.text_encoders.gemma.tokenizer import TOKENIZER_MAX_LENGTH, LTXGemmaTokenizer
@@ -152,7 +153,7 @@ def check_gemma_version(
                 "this transformer."
             )
         return
-    if model_version is not None and _version(model_version) >= GEMMA_SOURCE_CHECKPOINT_REQUIRED_SINCE:
+    if model_version is not None and parse_model_version(model_version) >= GEMMA_SOURCE_CHECKPOINT_REQUIRED_SINCE:
         if found is None:
             warnings.warn(
                 f"neither {transformer} (model_version {model_version}) nor {text_encoder} names a Gemma version; "
@@ -165,18 +166,8 @@ def check_gemma_version(
             f"LTX {'.'.join(map(str, GEMMA_SOURCE_CHECKPOINT_REQUIRED_SINCE))} and later need, while the text encoder "
             f"{text_encoder} is {found!r}; pass the transformer file as released."
         )
-    if gemma_config.get("model_type") != "gemma3":
+    if gemma_config.get("model_type") not in ("gemma3", "gemma3_text"):
         raise ValueError(
             f"the transformer {transformer} (model_version {model_version}) takes a Gemma 3 text encoder, but "
             f"{text_encoder} is {gemma_config.get('model_type')!r}; pass --gemma-root with the Gemma 3 directory."
         )
-
-
-def _version(text: str) -> tuple[int, ...]:
-    """ "2.5.0" -> (2, 5, 0); a part that is not a number ends it ("2.4.0rc1" -> (2, 4))."""
-    parts: list[int] = []
-    for part in text.split("."):
-        if not part.isdigit():
-            break
-        parts.append(int(part))
-    return tuple(parts)

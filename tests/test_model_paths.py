@@ -1,0 +1,81 @@
+"""Model files in either layout (one checkpoint, or LTX-2.5's per-component files): every wrong combination is
+refused by name before anything loads, and an LTX-2.5 transformer is refused until its flows are ported. The
+split files generating what one checkpoint does is tests/test_generate.py's."""
+
+import json
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from ltx_jax.pipeline import CheckpointFiles
+from ltx_jax.pipeline.model_paths import split_tensors
+
+ONE = {"x": np.zeros(1, np.float32)}
+
+
+def write(path, tensors=ONE, config=None, **metadata):
+    save_file(tensors, str(path), metadata={**({"config": json.dumps(config)} if config else {}), **metadata})
+    return path
+
+
+@pytest.fixture
+def split(tmp_path):
+    """Three files with the sections each needs (no DiT: the checks before loading read the headers only)."""
+    return {
+        "transformer_path": write(
+            tmp_path / "t.safetensors", {"model.diffusion_model.a": ONE["x"]}, {"transformer": {}}
+        ),
+        "video_vae_path": write(tmp_path / "v.safetensors", {"decoder.a": ONE["x"]}, {"vae": {}}),
+        "audio_vae_path": write(
+            tmp_path / "a.safetensors", {"audio_vae.a": ONE["x"]}, {"audio_vae": {}, "vocoder": {}}
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"audio_vae_path": None}, "missing --audio-vae-path"),
+        ({"checkpoint_path": "ltx.safetensors"}, "not both"),
+        ({"transformer_path": None, "checkpoint_path": "ltx.safetensors"}, "go with --transformer-path"),
+        ({"components_path": "x.safetensors"}, "components_path .* goes with a converted checkpoint_path"),
+    ],
+    ids=["a-split-file-missing", "both-layouts", "vae-files-without-transformer", "components-path"],
+)
+def test_wrong_combinations_are_refused_naming_the_flags(split, change, message):
+    with pytest.raises(ValueError, match=message):
+        CheckpointFiles(**{**split, **change}).check("one-stage")
+
+
+def test_a_file_passed_for_another_component_is_named(split):
+    swapped = {**split, "video_vae_path": split["audio_vae_path"]}
+    with pytest.raises(ValueError, match=r"--video-vae-path .*a.safetensors.* has no vae section"):
+        CheckpointFiles(**swapped).check("one-stage")
+
+
+def test_nothing_given_asks_for_either_layout():
+    with pytest.raises(ValueError, match="give checkpoint_path .* or transformer_path"):
+        CheckpointFiles().check("one-stage")
+
+
+def test_a_tensor_in_two_files_is_refused_naming_both(split, tmp_path):
+    clash = write(tmp_path / "v2.safetensors", {"model.diffusion_model.a": ONE["x"]}, {"vae": {}})
+    with pytest.raises(ValueError, match=r"v2.safetensors and .*t.safetensors both hold the tensor"):
+        split_tensors({**split, "video_vae_path": clash})
+
+
+def test_two_text_encoders_are_refused(tmp_path):
+    checkpoint = write(tmp_path / "ltx.safetensors", config={"transformer": {}})
+    text_encoder = write(tmp_path / "te.safetensors")
+    files = CheckpointFiles(checkpoint, gemma_root=tmp_path, text_encoder_path=text_encoder)
+    with pytest.raises(ValueError, match="keep one"):
+        files._check_text_encoder()
+
+
+def test_an_ltx_2_5_transformer_is_refused_until_its_flows_are_ported(split, tmp_path):
+    transformer = write(
+        tmp_path / "t25.safetensors", {"model.diffusion_model.a": ONE["x"]}, {"transformer": {}}, model_version="2.5.0"
+    )
+    with pytest.raises(ValueError, match="is LTX 2.5.0: ltx-jax reads LTX-2.5's files but does not yet generate"):
+        CheckpointFiles(**{**split, "transformer_path": transformer}).check("one-stage")
