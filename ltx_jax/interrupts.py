@@ -12,6 +12,11 @@ one), so a signal landing there would be lost and the run would go on. The handl
 signal, and the loops that can run long (each DiT forward, each frame written, each tensor converted)
 call `raise_if_signalled()`, which raises it again if it was lost.
 
+Once the work is done (the output complete), the interpreter still shuts down: threads are joined and JAX
+tears its backends down, seconds on a loaded machine. `finished()` makes a signal in that window end the process
+at once with status 0, the truth, instead of killing it by the signal's default action (a status that reads as an
+interruption, with no line).
+
 A process of a multi-process run must not stop alone: its peers would wait for it inside a collective
 until JAX's heartbeat timeout aborts them. After joining the cluster, `stop_together(gather)` makes the
 handlers (SIGINT's too) only record the signal; at points every process reaches (each DiT forward, each
@@ -22,6 +27,7 @@ signal and, if any has one, all raise `Terminated` together. A second signal sto
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -118,6 +124,16 @@ def signals_interrupt() -> Iterator[None]:
         _pending.clear()
         _caught.clear()
         _gather.clear()
+
+
+def finished() -> None:
+    """After a command's work is done: SIGINT, SIGTERM and SIGHUP during the shutdown that follows exit with
+    status 0 at once (its output is complete). Call on the main thread, where handlers can be set."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for signum in (signal.SIGINT, *TERMINATING_SIGNALS):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, lambda *_: os._exit(0))
 
 
 @contextlib.contextmanager
