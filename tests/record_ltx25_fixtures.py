@@ -8,7 +8,7 @@ metadata in no fixed order):
 
     # an environment of its own: ltx-core and ltx-pipelines 1.2.0 from the LTX-2 repository (packages/*) installed
     # with --no-deps, torch==2.13.0 (CPU), transformers==5.14.1 (5.15 and later cannot build its Gemma 4),
-    # einops numpy safetensors accelerate scipy av tokenizers
+    # einops numpy safetensors accelerate scipy av tokenizers openimageio cloudpickle
     python tests/record_ltx25_fixtures.py [--check]
 
 Writes, per fixture, the model files exactly as upstream ships them (packed by 1.2.0's own helpers) and the
@@ -26,6 +26,11 @@ reference's outputs (float32 on the CPU):
     embeddings_processor.npz          `EmbeddingsProcessor.process_hidden_states` of those hidden states, built
                                       from the transformer and text-encoder files together: the video and audio
                                       contexts at the first CONTEXT_POSITIONS positions, and the mask
+    duration_head.safetensors         a duration head (`duration_head.*`; metadata: the connectors' widths, the
+                                      head's sizes)
+    duration_head.npz                 `DurationHead` on those contexts per prompt (video and audio, each alone),
+                                      in seconds; `seconds_to_clamped_num_frames` on a table of seconds, frame
+                                      rates and bounds
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from torchaudio_stand_in import torchaudio_stand_in  # noqa: E402
 
 with torchaudio_stand_in():
     import ltx_core  # noqa: F401 - fails here, not halfway, without the reference
+    from ltx_core.duration_head.model_configurator import DurationHeadConfigurator
     from ltx_core.loader.registry import ModelRegistry
     from ltx_core.loader.single_gpu_model_builder import SingleGPUModelBuilder
     from ltx_core.model.transformer import LTXModelConfigurator
@@ -63,6 +69,7 @@ with torchaudio_stand_in():
         build_text_encoder_tensors_from_gemma_root,
         save_text_encoder_safetensors,
     )
+    from ltx_pipelines.utils.helpers import seconds_to_clamped_num_frames
     from safetensors.torch import save_file
 
 SEED = 0
@@ -286,11 +293,42 @@ def record_embeddings_processor(out: Path, encoded: list, gen: torch.Generator) 
     sys.stdout.write(f"{transformer.name} ({transformer.stat().st_size} bytes), embeddings_processor.npz\n")
 
 
+def record_duration_head(out: Path, gen: torch.Generator) -> None:
+    """The head on the recorded contexts (what the fixture keeps of them), so the test feeds the same tokens."""
+    metadata = {
+        "config": {
+            "transformer": {"cross_attention_dim": 32, "audio_cross_attention_dim": 16},
+            "duration_head": {"pooler_hidden_dim": 16, "num_queries": 2, "num_pooler_heads": 4, "mlp_hidden": 8},
+        }
+    }
+    head = DurationHeadConfigurator.from_metadata(metadata)
+    tensors = randomize(head, gen)
+    head.load_state_dict(tensors)
+    save_file({f"duration_head.{k}": v.contiguous() for k, v in tensors.items()},
+              str(out / "duration_head.safetensors"), metadata=_json_values(metadata))  # fmt: skip
+    contexts = np.load(out / "embeddings_processor.npz")
+    video, audio = torch.from_numpy(contexts["video"]), torch.from_numpy(contexts["audio"])
+    with torch.no_grad():
+        seconds = {
+            name: np.stack([head(*(t[i : i + 1] if t is not None else None for t in pair)).numpy() for i in range(3)])
+            for name, pair in (("both", (video, audio)), ("video", (video, None)), ("audio", (None, audio)))
+        }
+    table = [(s, fps, lo, hi) for s in (0.01, 0.3, 1.0, 2.49, 5.0, 7.77, 19.99, 40.0) for fps in (24.0, 25.0, 30.0)
+             for lo, hi in ((1, 20), (2, 3), (0.5, 10))]  # fmt: skip
+    frames = [seconds_to_clamped_num_frames(s, frame_rate=fps, min_frames=round(lo * fps), max_frames=round(hi * fps))
+              for s, fps, lo, hi in table]  # fmt: skip
+    np.savez_compressed(
+        out / "duration_head.npz", **{f"seconds_{k}": v[:, 0] for k, v in seconds.items()},
+        table=np.array(table, np.float64), frames=np.array(frames, np.int64),
+    )  # fmt: skip
+
+
 def record(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED)
     record_embeddings_processor(out, record_gemma4(out, gen), gen)
+    record_duration_head(out, gen)
 
 
 def differences(recorded: Path, committed: Path) -> list[str]:
