@@ -31,6 +31,8 @@ reference's outputs (float32 on the CPU):
     duration_head.npz                 `DurationHead` on those contexts per prompt (video and audio, each alone),
                                       in seconds; `seconds_to_clamped_num_frames` on a table of seconds, frame
                                       rates and bounds
+    vae_attention.npz                 the video VAE's new `attn` block (16 channels) and a conv decoder with one
+                                      (`res_x`, `attn`; 32 channels): weights, inputs, outputs
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ with torchaudio_stand_in():
     from ltx_core.loader.registry import ModelRegistry
     from ltx_core.loader.single_gpu_model_builder import SingleGPUModelBuilder
     from ltx_core.model.transformer import LTXModelConfigurator
+    from ltx_core.model.video_vae.attention import AttnBlock3D
+    from ltx_core.model.video_vae.model_configurator import VideoDecoderConfigurator
     from ltx_core.text_encoders.gemma import (
         EMBEDDINGS_PROCESSOR_KEY_OPS,
         EmbeddingsProcessorConfigurator,
@@ -203,7 +207,7 @@ def randomize(module: torch.nn.Module, gen: torch.Generator) -> dict[str, torch.
     for name, tensor in module.state_dict().items():
         if not tensor.is_floating_point():
             out[name] = tensor
-        elif name.endswith(("norm.weight", "layer_scalar")):
+        elif name.endswith(("norm.weight", "layer_scalar", "gamma")) or "std" in name:
             out[name] = torch.rand(tensor.shape, generator=gen) + 0.5
         elif tensor.ndim >= 2:
             out[name] = torch.randn(tensor.shape, generator=gen) / math.sqrt(math.prod(tensor.shape[1:]))
@@ -323,12 +327,39 @@ def record_duration_head(out: Path, gen: torch.Generator) -> None:
     )  # fmt: skip
 
 
+VAE_WITH_ATTENTION = {
+    "_class_name": "CausalVideoAutoencoder", "dims": 3, "latent_channels": 16, "out_channels": 3, "patch_size": 4,
+    "decoder_base_channels": 32, "decoder_blocks": [["res_x", {"num_layers": 1}], ["attn", {}]],
+    "norm_layer": "pixel_norm", "causal_decoder": False, "timestep_conditioning": False,
+    "spatial_padding_mode": "reflect",
+}  # fmt: skip
+
+
+def record_vae_attention(out: Path, gen: torch.Generator) -> None:
+    block = AttnBlock3D(16)
+    block_weights = randomize(block, gen)
+    block.load_state_dict(block_weights)
+    decoder = VideoDecoderConfigurator.from_metadata({"config": {"vae": VAE_WITH_ATTENTION}})
+    decoder_weights = randomize(decoder, gen)
+    decoder.load_state_dict(decoder_weights)
+    x, latent = torch.randn(2, 16, 3, 4, 6, generator=gen), torch.randn(1, 16, 2, 3, 3, generator=gen)
+    with torch.no_grad():
+        y, video = block(x), decoder(latent)
+    np.savez_compressed(
+        out / "vae_attention.npz", config=json.dumps(VAE_WITH_ATTENTION), x=x.numpy(), y=y.numpy(),
+        latent=latent.numpy(), video=video.numpy(),
+        **{f"block.{k}": v.numpy() for k, v in block_weights.items()},
+        **{f"decoder.{k}": v.numpy() for k, v in decoder_weights.items()},
+    )  # fmt: skip
+
+
 def record(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED)
     record_embeddings_processor(out, record_gemma4(out, gen), gen)
     record_duration_head(out, gen)
+    record_vae_attention(out, gen)
 
 
 def differences(recorded: Path, committed: Path) -> list[str]:

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from ltx_jax.model.timestep_embedding import PixArtAlphaCombinedTimestepSizeEmbeddings
+from ltx_jax.model.video_vae.attention import AttnBlock3D
 from ltx_jax.model.video_vae.convolution import CausalConv3d
 from ltx_jax.model.video_vae.enums import NormLayerType, PaddingModeType
 from ltx_jax.model.video_vae.normalization import make_norm
@@ -68,9 +69,11 @@ def _make_decoder_block(
             channels, _UPSAMPLE_STRIDES[name], residual=residual, out_channels_reduction_factor=reduction, **common
         )
         return block, channels // reduction
+    if name == "attn":
+        return AttnBlock3D(channels, rngs=common["rngs"], param_dtype=common["param_dtype"]), channels
     raise ValueError(
         f"decoder block {name!r} is not supported; valid: res_x, res_x_y, compress_time, compress_space, "
-        "compress_all ('attn_res_x' fails in ltx-core too; upstream's 'attn' serves only the 16x16x4 VAE)."
+        "compress_all, attn ('attn_res_x' fails in ltx-core too)."
     )
 
 

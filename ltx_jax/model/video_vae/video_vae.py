@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from ltx_jax.model.video_vae.attention import AttnBlock3D
 from ltx_jax.model.video_vae.convolution import CausalConv3d
 from ltx_jax.model.video_vae.enums import LogVarianceType, NormLayerType, PaddingModeType
 from ltx_jax.model.video_vae.normalization import make_norm
@@ -69,9 +70,11 @@ def _make_encoder_block(
     if name in ("compress_time_res", "compress_space_res", "compress_all_res"):
         out = channels * config.get("multiplier", 2)
         return SpaceToDepthDownsample(channels, out, _STRIDES[kind], **common), out
+    if name == "attn":
+        return AttnBlock3D(channels, rngs=common["rngs"], param_dtype=common["param_dtype"]), channels
     raise ValueError(
         f"encoder block {name!r} is unknown; valid: res_x, res_x_y, compress_time, compress_space, compress_all, "
-        "compress_all_x_y, compress_time_res, compress_space_res, compress_all_res."
+        "compress_all_x_y, compress_time_res, compress_space_res, compress_all_res, attn."
     )
 
 
