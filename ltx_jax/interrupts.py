@@ -12,10 +12,10 @@ one), so a signal landing there would be lost and the run would go on. The handl
 signal, and the loops that can run long (each DiT forward, each frame written, each tensor converted)
 call `raise_if_signalled()`, which raises it again if it was lost.
 
-Once the work is done (the output complete), the interpreter still shuts down: threads are joined and JAX
-tears its backends down, seconds on a loaded machine. `finished()` makes a signal in that window end the process
-at once with status 0, the truth, instead of killing it by the signal's default action (a status that reads as an
-interruption, with no line).
+Once a command's work is done (its output complete), the interpreter's own exit would tear JAX's backends down,
+seconds on a loaded machine, after CPython has put its signal handlers back to the default: a SIGTERM or SIGHUP
+then killed the process by the default action (a status that reads as an interruption, and no line). The
+commands' entry points end with `exit_now(status)` instead.
 
 A process of a multi-process run must not stop alone: its peers would wait for it inside a collective
 until JAX's heartbeat timeout aborts them. After joining the cluster, `stop_together(gather)` makes the
@@ -33,6 +33,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
+from typing import NoReturn
 
 TERMINATING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 Gather = Callable[[int], Sequence[int]]  # this process's pending signal (0: none) -> every process's
@@ -126,14 +127,17 @@ def signals_interrupt() -> Iterator[None]:
         _gather.clear()
 
 
-def finished() -> None:
-    """After a command's work is done: SIGINT, SIGTERM and SIGHUP during the shutdown that follows exit with
-    status 0 at once (its output is complete). Call on the main thread, where handlers can be set."""
+def exit_now(status: int) -> NoReturn:
+    """Ends the process with `status` at once, its output flushed, skipping the interpreter's teardown (see the
+    module docstring). For a command's entry point only: the caller's process ends. A process of a cluster first
+    leaves it with JAX's shutdown barrier, which every process reaches at its end, so that process 0, which hosts
+    the coordinator, does not vanish while a peer still talks to it."""
+    jax = sys.modules.get("jax")  # not imported here: `--help` and usage errors end before JAX starts
+    if status == 0 and jax is not None and jax.distributed.is_initialized():
+        jax.distributed.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    for signum in (signal.SIGINT, *TERMINATING_SIGNALS):
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            signal.signal(signum, lambda *_: os._exit(0))
+    os._exit(status)
 
 
 @contextlib.contextmanager

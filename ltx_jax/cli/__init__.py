@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import NoReturn
+
+from ltx_jax.interrupts import exit_now
 
 COMMANDS = {  # subcommand -> (module, one line for the usage)
     "generate": ("ltx_jax.cli.generate", "generate a video (the embedded tiny model without --checkpoint-path)"),
@@ -32,3 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(COMMANDS[argv[0]][0])
     return module.main(argv[1:], prog=f"ltx-jax {argv[0]}") or 0
+
+
+def console_main() -> NoReturn:
+    """The `ltx-jax` console script: `main()`, then the process ends at once (`ltx_jax.interrupts.exit_now`)."""
+    exit_now(main())

@@ -28,7 +28,7 @@ from ltx_jax.cli.summary import Compilations, describe_mesh, format_summary, sav
 
 # Imported before JAX's backends start: none of these modules touches a device at import.
 from ltx_jax.convert.dit_tensors import PARAM_DTYPES, Lora
-from ltx_jax.interrupts import check_stop, describe, exit_status, finished, signals_interrupt
+from ltx_jax.interrupts import check_stop, describe, exit_status, signals_interrupt
 from ltx_jax.model.quantization import QUANTIZATIONS
 from ltx_jax.parallel.cluster import Cluster, check_same_everywhere, leave
 from ltx_jax.parallel.exchange import ExchangeBackend
@@ -437,7 +437,6 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     args = parse_args(argv, prog)
     with signals_interrupt():  # from here on SIGTERM / SIGHUP end the run like Ctrl-C: one line, no partial file
         reporting_errors(args, lambda: start_and_run(args))
-    finished()  # the videos are written: a signal during the interpreter's shutdown exits 0
 
 
 def start_and_run(args: argparse.Namespace) -> None:
