@@ -127,18 +127,21 @@ def build_prompt_encoder(
     """
     if cache_dir is not None and ltx_checkpoint_path is None:
         raise ValueError("cache_dir needs ltx_checkpoint_path: the cache key must name the processor's weights.")
-    family = gemma_model_type(gemma_root)
+    # Gemma 4 (LTX-2.5): its assets, read once, give the config, the model and tokenizer, and the projections.
+    assets = GemmaAssets.load(gemma_root) if gemma_model_type(gemma_root) == "gemma4_unified" else None
     if ltx_metadata is not None:
-        config = (
-            gemma_json(gemma_root, "config.json") if Path(gemma_root).is_dir() else GemmaAssets.load(gemma_root).config
-        )
+        config = gemma_json(gemma_root, "config.json") if assets is None else assets.config
         check_gemma_version(
             ltx_metadata,
             config,
             transformer=os.fspath(ltx_checkpoint_path or "the transformer"),
             text_encoder=os.fspath(gemma_root),
         )
-    text_encoder = GemmaTextEncoder.from_path(gemma_root, param_dtype=gemma_dtype, mesh=mesh, max_length=max_length)
+    options = {"param_dtype": gemma_dtype, "mesh": mesh, "max_length": max_length}
+    if assets is None:
+        text_encoder = GemmaTextEncoder.from_root(gemma_root, **options)
+    else:
+        text_encoder = GemmaTextEncoder.from_assets(assets, **options)
     gemma = text_encoder.model.config
     processor = abstract_module(  # shapes only: every parameter is loaded next (random init took minutes on a CPU)
         lambda rngs: EmbeddingsProcessorConfigurator.from_config(
@@ -150,15 +153,15 @@ def build_prompt_encoder(
         )
     )
     tensors = dict(ltx_tensors)
-    if family == "gemma4_unified":
-        tensors.update(GemmaAssets.load(gemma_root).lazy_tensors())
+    if assets is not None:
+        tensors.update(assets.lazy_tensors())
     load_state_dict(processor, embeddings_processor_state_dict(tensors), prefix="")
     cache = None
     if cache_dir is not None:
         identity = checkpoint_identity(Path(gemma_root), Path(ltx_checkpoint_path))
         cache = PromptCache(cache_dir, checkpoint_id=identity, max_length=max_length)
     enhancer = None
-    if family != "gemma4_unified":  # Gemma 4 unified has no text generation to enhance prompts with
+    if assets is None:  # Gemma 4 unified has no text generation to enhance prompts with
         enhancer = functools.partial(
             PromptEnhancer.from_root, gemma_root, text_encoder, mesh=mesh, param_dtype=gemma_dtype
         )

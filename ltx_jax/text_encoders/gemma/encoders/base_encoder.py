@@ -100,9 +100,19 @@ class GemmaTextEncoder:
         """A Gemma 3 directory (`from_root`), or LTX-2.5's Gemma 4 as a packed file or a directory."""
         if gemma_model_type(path) != "gemma4_unified":
             return cls.from_root(path, param_dtype=param_dtype, mesh=mesh, max_length=max_length)
-        assets = GemmaAssets.load(path)
-        model = create_gemma4_model(assets, param_dtype=param_dtype, mesh=mesh)
-        return cls(model, assets.tokenizer(max_length))
+        return cls.from_assets(GemmaAssets.load(path), param_dtype=param_dtype, mesh=mesh, max_length=max_length)
+
+    @classmethod
+    def from_assets(
+        cls,
+        assets: GemmaAssets,
+        *,
+        param_dtype: jnp.dtype = jnp.bfloat16,
+        mesh: Mesh | None = None,
+        max_length: int = TOKENIZER_MAX_LENGTH,
+    ) -> GemmaTextEncoder:
+        """LTX-2.5's Gemma 4 model and tokenizer from its loaded assets (`GemmaAssets.load`)."""
+        return cls(create_gemma4_model(assets, param_dtype=param_dtype, mesh=mesh), assets.tokenizer(max_length))
 
     def hidden_states(self, input_ids: jax.Array, attention_mask: jax.Array) -> jax.Array:
         """Token ids and binary mask (B, S) -> every hidden state stacked on the last axis, (B, S, D, L + 1)."""

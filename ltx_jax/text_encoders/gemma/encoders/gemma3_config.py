@@ -73,9 +73,7 @@ class Gemma3ModelConfig:
     rope_scaling_factor: float = 1.0
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.layer_types) - set(LAYER_TYPES))
-        if unknown:
-            raise ValueError(f"layer_types holds {unknown}; each layer must be one of {LAYER_TYPES}.")
+        check_layer_types(self.layer_types)
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(
                 f"num_attention_heads={self.num_attention_heads} is not a multiple of "
@@ -113,6 +111,12 @@ class Gemma3ModelConfig:
             rope_local_base_freq=local_theta,
             rope_scaling_factor=factor,
         )
+
+
+def check_layer_types(layer_types: tuple[str, ...]) -> None:
+    unknown = sorted(set(layer_types) - set(LAYER_TYPES))
+    if unknown:
+        raise ValueError(f"layer_types holds {unknown}; each layer must be one of {LAYER_TYPES}.")
 
 
 _SIZE_FIELDS = (

@@ -195,18 +195,7 @@ class Gemma3TextModel(nnx.Module):
         self.norm = Gemma3RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, param_dtype=param_dtype)
 
     def __call__(self, input_ids: jax.Array, attention_mask: jax.Array) -> tuple[jax.Array, ...]:
-        if input_ids.ndim != 2 or attention_mask.shape != input_ids.shape:
-            raise ValueError(
-                f"input_ids {tuple(input_ids.shape)} and attention_mask {tuple(attention_mask.shape)} must both "
-                "be (B, S); tokenize a list of prompts to get them."
-            )
-        x, rope, masks = self.layer_inputs(input_ids, attention_mask)
-        hidden_states = [x]
-        for layer, kind in zip(self.layers, self.config.layer_types, strict=True):
-            x = layer(x, *rope[kind], masks[kind])
-            hidden_states.append(x)
-        hidden_states[-1] = self.norm(x)
-        return tuple(hidden_states)
+        return all_hidden_states(self, input_ids, attention_mask)
 
     def layer_inputs(
         self, input_ids: jax.Array, attention_mask: jax.Array
@@ -216,6 +205,23 @@ class Gemma3TextModel(nnx.Module):
         x = self.embed_tokens(input_ids)
         rope = rope_tables(self.config, jnp.arange(input_ids.shape[1]), x.dtype)
         return x, rope, attention_masks(attention_mask, self.config.sliding_window)
+
+
+def all_hidden_states(model: nnx.Module, input_ids: jax.Array, attention_mask: jax.Array) -> tuple[jax.Array, ...]:
+    """The L + 1 hidden states of a Gemma text model (Gemma 3 or 4: `layer_inputs`, callable `layers` of
+    `config.layer_types`, `norm`), the last one normed, as `Gemma3TextModel.__call__` describes."""
+    if input_ids.ndim != 2 or attention_mask.shape != input_ids.shape:
+        raise ValueError(
+            f"input_ids {tuple(input_ids.shape)} and attention_mask {tuple(attention_mask.shape)} must both "
+            "be (B, S); tokenize a list of prompts to get them."
+        )
+    x, rope, masks = model.layer_inputs(input_ids, attention_mask)
+    hidden_states = [x]
+    for layer, kind in zip(model.layers, model.config.layer_types, strict=True):
+        x = layer(x, *rope[kind], masks[kind])
+        hidden_states.append(x)
+    hidden_states[-1] = model.norm(x)
+    return tuple(hidden_states)
 
 
 def rope_tables(

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ltx_jax.text_encoders.gemma.encoders.gemma3_config import LAYER_TYPES, LayerType
+from ltx_jax.text_encoders.gemma.encoders.gemma3_config import LAYER_TYPES, LayerType, check_layer_types
 
 # transformers' Gemma4UnifiedTextConfig defaults for the fields we read (a config.json stores only the rest).
 HF_TEXT_DEFAULTS: dict[str, Any] = {
@@ -103,9 +103,7 @@ class Gemma4ModelConfig:
     multimodal_token_ids: tuple[int, ...] = tuple(MULTIMODAL_TOKEN_DEFAULTS.values())
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.layer_types) - set(LAYER_TYPES))
-        if unknown:
-            raise ValueError(f"layer_types holds {unknown}; each layer must be one of {LAYER_TYPES}.")
+        check_layer_types(self.layer_types)
         for kind in LAYER_TYPES:
             heads = self.kv_heads(kind)
             if self.num_attention_heads % heads:

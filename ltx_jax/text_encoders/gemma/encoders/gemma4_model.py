@@ -24,6 +24,7 @@ from ltx_jax.text_encoders.gemma.encoders.gemma3_config import LAYER_TYPES
 from ltx_jax.text_encoders.gemma.encoders.gemma3_model import (
     Gemma3MLP,
     Gemma3TextScaledWordEmbedding,
+    all_hidden_states,
     apply_rope,
     attention_masks,
     rope_at,
@@ -119,18 +120,7 @@ class Gemma4TextModel(nnx.Module):
         self.norm = Gemma4RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, param_dtype=param_dtype)
 
     def __call__(self, input_ids: jax.Array, attention_mask: jax.Array) -> tuple[jax.Array, ...]:
-        if input_ids.ndim != 2 or attention_mask.shape != input_ids.shape:
-            raise ValueError(
-                f"input_ids {tuple(input_ids.shape)} and attention_mask {tuple(attention_mask.shape)} must both "
-                "be (B, S); tokenize a list of prompts to get them."
-            )
-        x, rope, masks = self.layer_inputs(input_ids, attention_mask)
-        hidden_states = [x]
-        for layer, kind in zip(self.layers, self.config.layer_types, strict=True):
-            x = layer(x, *rope[kind], masks[kind])
-            hidden_states.append(x)
-        hidden_states[-1] = self.norm(x)
-        return tuple(hidden_states)
+        return all_hidden_states(self, input_ids, attention_mask)
 
     def layer_inputs(
         self, input_ids: jax.Array, attention_mask: jax.Array
