@@ -79,3 +79,11 @@ def test_an_ltx_2_5_transformer_is_refused_until_its_flows_are_ported(split, tmp
     )
     with pytest.raises(ValueError, match="is LTX 2.5.0: ltx-jax reads LTX-2.5's files but does not yet generate"):
         CheckpointFiles(**{**split, "transformer_path": transformer}).check("one-stage")
+
+
+def test_a_missing_file_is_named_by_its_flag(split, tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"--video-vae-path '.*missing.safetensors' must be an existing"):
+        CheckpointFiles(**{**split, "video_vae_path": tmp_path / "missing.safetensors"}).check("one-stage")
+    files = CheckpointFiles(**split, text_encoder_path=tmp_path / "te.safetensors")
+    with pytest.raises(FileNotFoundError, match=r"text_encoder_path=.*te.safetensors' must be an existing"):
+        files.check("one-stage")
