@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+import ltx_jax
 from ltx_jax.pipeline import CheckpointFiles
+from ltx_jax.pipeline.model_ledger import dit_model_version
 from ltx_jax.pipeline.model_paths import split_tensors
 
 ONE = {"x": np.zeros(1, np.float32)}
@@ -73,12 +75,27 @@ def test_two_text_encoders_are_refused(tmp_path):
         files._check_text_encoder()
 
 
-def test_an_ltx_2_5_transformer_is_refused_until_its_flows_are_ported(split, tmp_path):
+@pytest.mark.parametrize(
+    ("transformer_version", "vae_version", "version", "crf"),
+    [("2.5.0", "2.5.0", "2.5", 18), ("2.4-rc2", None, "2.5", 33), ("2.3.0", "2.4.0", "2.3", 18), ("2", None, "2", 33)],
+)
+def test_defaults_follow_the_transformers_version_and_the_crf_the_video_vaes(
+    split, tmp_path, transformer_version, vae_version, version, crf
+):
+    """As 1.2.0's `detect_params`: 2.4 and later take 2.3's steps and guidance with CRF 18, read from the video
+    VAE's own file for the images (`ImageConditioner`), an unversioned file the oldest defaults."""
     transformer = write(
-        tmp_path / "t25.safetensors", {"model.diffusion_model.a": ONE["x"]}, {"transformer": {}}, model_version="2.5.0"
-    )
-    with pytest.raises(ValueError, match="is LTX 2.5.0: ltx-jax reads LTX-2.5's files but does not yet generate"):
-        CheckpointFiles(**{**split, "transformer_path": transformer}).check("one-stage")
+        tmp_path / "t.safetensors", {"model.diffusion_model.patchify_proj.weight": ONE["x"]},
+        ltx_jax.LTXConfig.tiny().to_metadata(), model_version=transformer_version,
+    )  # fmt: skip
+    versioned = {"model_version": vae_version} if vae_version else {}
+    vae = write(tmp_path / "v.safetensors", {"decoder.a": ONE["x"]}, {"vae": {}}, **versioned)
+    files = CheckpointFiles(**{**split, "transformer_path": transformer, "video_vae_path": vae})
+    assert files.model_version() == version
+    assert dit_model_version(transformer) == tuple(int(p) for p in transformer_version.replace("-rc2", "").split("."))
+    defaults = files.defaults("two-stage")
+    assert defaults.image_crf == crf
+    assert defaults.num_inference_steps == (40 if version == "2" else 30)
 
 
 def test_a_missing_file_is_named_by_its_flag(split, tmp_path):

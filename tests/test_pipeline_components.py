@@ -65,8 +65,11 @@ def video_tools(shape=VIDEO_SHAPE):
     return VideoLatentTools(VideoLatentPatchifier(patch_size=1), TorchVideoShape(*shape), FPS)
 
 
-def assert_states_equal(ours, reference):
-    for name in ("latent", "denoise_mask", "positions", "clean_latent"):
+STATE_FIELDS = ("latent", "denoise_mask", "positions", "clean_latent")
+
+
+def assert_states_equal(ours, reference, fields=STATE_FIELDS):
+    for name in fields:
         np.testing.assert_array_equal(np.asarray(getattr(ours, name)), getattr(reference, name).numpy(), err_msg=name)
     assert (ours.attention_mask is None) == (reference.attention_mask is None)
     if ours.attention_mask is not None:
@@ -119,6 +122,19 @@ def test_noiser_blends_by_mask_and_scale():
     noised = np.asarray(add_noise(state.replace(denoise_mask=mask), noise, 0.5).latent)
     np.testing.assert_allclose(noised[:, :3], 3.0 * 0.125 + 1.0 * 0.875)
     np.testing.assert_allclose(noised[:, 3:], 3.0 * 0.5 + 1.0 * 0.5)
+
+
+def test_noiser_takes_the_clean_latent_where_the_mask_keeps_it():
+    """1.2.0's `GaussianNoiser`: `lerp(clean, lerp(latent, noise, scale), mask)` (1.0.0 blended the noisy latent)."""
+    state = patchifiers.initial_video_state(VIDEO_SHAPE, FPS)  # a noisy latent of zeros
+    mask = np.array(state.denoise_mask)
+    mask[:, :3], mask[:, 3:6] = 0.25, 0.0
+    clean = np.ones(state.latent.shape, np.float32)
+    noise = np.full(state.latent.shape, 4.0, np.float32)
+    noised = np.asarray(add_noise(state.replace(denoise_mask=mask, clean_latent=clean), noise, 0.5).latent)
+    np.testing.assert_array_equal(noised[:, :3], 1.25)  # a quarter of the way from clean (1) to 2
+    np.testing.assert_array_equal(noised[:, 3:6], 1.0)
+    np.testing.assert_array_equal(noised[:, 6:], 2.0)
 
 
 def test_a_seed_noises_video_with_the_first_key_and_audio_with_the_second():
@@ -180,13 +196,26 @@ def test_a_guided_step_runs_one_block_program_for_all_blocks():
     assert {skips for idx, (skips, _) in enumerate(alone) if idx != 28} == {MaskedSkips()}
 
 
+# ltx-core 1.2.0 changed what conditionings write into the noisy latent (the noiser takes the clean latent where
+# the mask keeps it): an image at a latent index leaves it as it was, appended tokens are zeros there. The other
+# fields are 1.0.0's, compared live; tests/test_flows_parity.py compares whole flows with 1.2.0.
+BESIDES_THE_NOISY_LATENT = ("denoise_mask", "positions", "clean_latent")
+
+
+def assert_appended_tokens_are_zeros(ours, state):
+    kept = state.latent.shape[1]
+    np.testing.assert_array_equal(np.asarray(ours.latent)[:, :kept], np.asarray(state.latent))
+    assert not np.asarray(ours.latent)[:, kept:].any()
+
+
 def test_image_at_frame_zero_equals_reference():
     rng = np.random.default_rng(1)
     image = rng.standard_normal((2, 4, 1, 2, 5)).astype(np.float32)
-    state = patchifiers.initial_video_state(VIDEO_SHAPE, FPS)
+    state = patchifiers.initial_video_state(VIDEO_SHAPE, FPS, rng.standard_normal(VIDEO_SHAPE.shape).astype(np.float32))
     ours = conditioning.condition_by_latent_index(state, image, 0.8, 0, VIDEO_SHAPE)
     item = VideoConditionByLatentIndex(latent=torch.from_numpy(image), strength=0.8, latent_idx=0)
-    assert_states_equal(ours, item.apply_to(torch_state(state), video_tools()))
+    assert_states_equal(ours, item.apply_to(torch_state(state), video_tools()), BESIDES_THE_NOISY_LATENT)
+    np.testing.assert_array_equal(np.asarray(ours.latent), np.asarray(state.latent))
 
 
 @pytest.mark.parametrize("frame_idx", [0, 9])
@@ -196,8 +225,14 @@ def test_keyframe_tokens_equal_reference(frame_idx):
     ours = conditioning.condition_by_keyframe(state, keyframe, frame_idx, 0.9, FPS)
     item = VideoConditionByKeyframeIndex(keyframes=torch.from_numpy(keyframe), frame_idx=frame_idx, strength=0.9)
     reference = item.apply_to(torch_state(state), video_tools())
-    assert_states_equal(ours, reference)
+    assert_states_equal(ours, reference, ("denoise_mask", "clean_latent"))
+    assert_appended_tokens_are_zeros(ours, state)
     assert reference.attention_mask is None
+    # 1.2.0: the image spans its one pixel frame, [frame_idx, frame_idx + 1) (1.0.0: 8 frames, but at frame 0)
+    positions, theirs = np.asarray(ours.positions), reference.positions.numpy()
+    np.testing.assert_array_equal(positions[:, 1:], theirs[:, 1:])
+    np.testing.assert_array_equal(positions[:, 0, :, 0], theirs[:, 0, :, 0])
+    np.testing.assert_allclose(positions[:, 0, 30:, 1], (frame_idx + 1) / FPS, rtol=1e-7)
 
 
 @pytest.mark.parametrize("downscale_factor", [1, 2])
@@ -215,7 +250,8 @@ def test_reference_video_tokens_equal_reference(downscale_factor):
         latent=torch.from_numpy(reference_latent), downscale_factor=downscale_factor, strength=0.8
     )
     reference = item.apply_to(torch_state(state), video_tools())
-    assert_states_equal(ours, reference)
+    assert_states_equal(ours, reference, BESIDES_THE_NOISY_LATENT)
+    assert_appended_tokens_are_zeros(ours, state)
     assert reference.attention_mask is None
 
 
@@ -231,8 +267,8 @@ def test_attention_strength_masks_equal_reference():
     keyframe = rng.standard_normal((2, 4, 1, 2, 5)).astype(np.float32)
     references = [rng.standard_normal((2, 4, 2, 1, 5)).astype(np.float32) for _ in range(3)]
     per_token = rng.random((2, 10)).astype(np.float32)
-    ours = conditioning.condition_by_keyframe(patchifiers.initial_video_state(VIDEO_SHAPE, FPS), keyframe, 8, 1.0, FPS)
-    theirs = VideoConditionByKeyframeIndex(keyframes=torch.from_numpy(keyframe), frame_idx=8, strength=1.0).apply_to(
+    ours = conditioning.condition_by_keyframe(patchifiers.initial_video_state(VIDEO_SHAPE, FPS), keyframe, 0, 1.0, FPS)
+    theirs = VideoConditionByKeyframeIndex(keyframes=torch.from_numpy(keyframe), frame_idx=0, strength=1.0).apply_to(
         torch_state(patchifiers.initial_video_state(VIDEO_SHAPE, FPS)), video_tools()
     )
     for reference_latent, cross in zip(references, (per_token, 0.3, None), strict=True):
@@ -247,7 +283,7 @@ def test_attention_strength_masks_equal_reference():
             ours_item = conditioning.with_attention_strength(ours_item, cross)
             item = ConditioningItemAttentionStrengthWrapper(item, torch.as_tensor(cross))
         ours, theirs = ours_item(ours, VIDEO_SHAPE), item.apply_to(theirs, video_tools())
-        assert_states_equal(ours, theirs)
+        assert_states_equal(ours, theirs, BESIDES_THE_NOISY_LATENT)
     assert ours.attention_mask.shape == (2, 30 + 10 + 3 * 10, 30 + 10 + 3 * 10)
 
 

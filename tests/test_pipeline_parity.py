@@ -73,10 +73,13 @@ def noised_states(seed=0):
 
 
 def to_torch(state):
+    """1.0.0's `LatentState` (it has no `keyframes_mask` or `frozen`: these states mark nothing the tiny DiT,
+    without the keyframe embedding, reads, and freeze nothing)."""
+    fields = ("latent", "denoise_mask", "positions", "clean_latent", "attention_mask")
     return TorchLatentState(
         **{
-            f.name: None if getattr(state, f.name) is None else torch.tensor(np.asarray(getattr(state, f.name)))
-            for f in dataclasses.fields(state)
+            name: None if getattr(state, name) is None else torch.tensor(np.asarray(getattr(state, name)))
+            for name in fields
         }
     )
 

@@ -35,7 +35,7 @@ from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy
 from ltx_jax.pipeline import GenerationSettings, Guidance, ImageCondition, RetakeSpan, VideoCondition, flows
 from ltx_jax.pipeline.defaults import EMBEDDED_DEFAULTS, reference_guidance
-from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
+from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF, LTX_2_4_IMAGE_CRF
 from ltx_jax.user_cache import cache_dir
 
 _REFERENCE = reference_guidance(28).video
@@ -194,11 +194,12 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
     gen.add_argument("--width", type=int, help=size_help("width", "pixels"))
     gen.add_argument("--num-frames", type=int, help=size_help("num_frames", "8k+1 frames"))
     gen.add_argument("--frame-rate", type=finite_float, help="fps (default 24)")
-    gen.add_argument("--num-inference-steps", type=int, help="steps (default 30 on 2.3, 40 on 2.0; embedded 8)")
+    gen.add_argument("--num-inference-steps", type=int, help="steps (default 30 on 2.3 and 2.5, 40 on 2.0; embedded 8)")
     gen.add_argument("--seed", type=int, help="random seed (default 10)")
     gen.add_argument(
         "--image", nargs="+", action="append", default=[], metavar="PATH FRAME_IDX STRENGTH [CRF]",
-        help=f"condition on an image (CRF: its H.264 compression first, default {DEFAULT_IMAGE_CRF}; 0: none)",
+        help=f"condition on an image (CRF: its H.264 compression first, default the model's: {DEFAULT_IMAGE_CRF}, "
+        f"{LTX_2_4_IMAGE_CRF} from LTX-2.4; 0: none)",
     )  # fmt: skip
     gen.add_argument(
         "--video-conditioning", nargs=2, action="append", default=[], metavar=("PATH", "STRENGTH"),

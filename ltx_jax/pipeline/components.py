@@ -62,6 +62,7 @@ class PipelineModels:
         prompt_encoder: text -> contexts (None: the caller passes `PromptEmbeddings`).
         defaults: what a generation uses for the arguments the caller leaves out.
         description: what the weights are, for summaries.
+        model_version: the transformer file's `model_version`, parsed (() unknown, the embedded model).
     """
 
     components: Components
@@ -70,6 +71,7 @@ class PipelineModels:
     prompt_encoder: PromptEncoder | None
     defaults: GenerationDefaults
     description: str
+    model_version: tuple[int, ...] = ()
 
 
 class JittedModule:

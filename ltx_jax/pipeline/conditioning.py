@@ -24,7 +24,8 @@ Conditioning = Callable[[LatentState, VideoLatentShape], LatentState]
 def condition_by_latent_index(
     state: LatentState, latent: np.ndarray, strength: float, latent_idx: int, target: VideoLatentShape
 ) -> LatentState:
-    """Puts `latent` `(B, C, F_c, H, W)` at latent frame `latent_idx`; its tokens keep `strength` of themselves."""
+    """Puts `latent` `(B, C, F_c, H, W)` at latent frame `latent_idx` of the clean latent; its tokens keep
+    `strength` of themselves (the noiser blends them in where the denoise mask is below 1)."""
     b, c, f, h, w = latent.shape
     if (b, c, h, w) != (target.batch, target.channels, target.height, target.width):
         raise ValueError(
@@ -37,8 +38,7 @@ def condition_by_latent_index(
     tokens = patchify_video(np.asarray(latent, np.asarray(state.latent).dtype))
     start = latent_idx * h * w
     stop = start + tokens.shape[1]
-    out = {name: np.array(getattr(state, name)) for name in ("latent", "clean_latent", "denoise_mask")}
-    out["latent"][:, start:stop] = tokens
+    out = {name: np.array(getattr(state, name)) for name in ("clean_latent", "denoise_mask")}
     out["clean_latent"][:, start:stop] = tokens
     out["denoise_mask"][:, start:stop] = 1.0 - strength
     return state.replace(**out)
@@ -61,14 +61,17 @@ def keep_all(state: LatentState, target: object) -> LatentState:
 def condition_by_keyframe(
     state: LatentState, keyframes: np.ndarray, frame_idx: int, strength: float, fps: float
 ) -> LatentState:
-    """Appends `keyframes` `(B, C, F_k, H, W)` as extra tokens placed at pixel frame `frame_idx`."""
+    """Appends `keyframes` `(B, C, F_k, H, W)`, an encoded image, as extra tokens placed at pixel frame
+    `frame_idx`: they span that one pixel frame, `[frame_idx, frame_idx + 1)` (`num_pixel_frames=1`)."""
     _check_strength(strength)
     _no_attention_mask(state, "A keyframe")
     shape = VideoLatentShape(*keyframes.shape)
     tokens = patchify_video(np.asarray(keyframes, np.asarray(state.latent).dtype))
     # Pixel-space bounds, shifted to frame_idx; the causal first-frame fix applies only at frame 0.
     positions = video_positions(shape, fps=1.0, causal_fix=frame_idx == 0)
-    positions[:, 0] = (positions[:, 0] + frame_idx) / np.float32(fps)
+    positions[:, 0] += frame_idx
+    positions[:, 0, :, 1] = positions[:, 0, :, 0] + 1
+    positions[:, 0] /= np.float32(fps)
     return _appended(state, tokens, positions, strength)
 
 
@@ -93,14 +96,20 @@ def condition_by_reference_latent(
 def _appended(
     state: LatentState, tokens: np.ndarray, positions: np.ndarray, strength: float, attention: np.ndarray | None = None
 ) -> LatentState:
-    """`state` with conditioning `tokens` at `positions` appended, kept at `strength` (clean = tokens)."""
+    """`state` with conditioning `tokens` at `positions` appended, kept at `strength`: the clean latent holds
+    them, the latent zeros until the noiser blends them in; they are not marked as keyframes (given
+    content, `extend_keyframes_mask(marked=False)`)."""
     mask = np.full((*tokens.shape[:2], 1), 1.0 - strength, np.float32)
+    keyframes = None
+    if state.keyframes_mask is not None:
+        keyframes = np.concatenate([np.asarray(state.keyframes_mask), np.zeros_like(mask)], axis=1)
     return LatentState(
-        latent=np.concatenate([np.asarray(state.latent), tokens], axis=1),
+        latent=np.concatenate([np.asarray(state.latent), np.zeros_like(tokens)], axis=1),
         denoise_mask=np.concatenate([np.asarray(state.denoise_mask), mask], axis=1),
         positions=np.concatenate([np.asarray(state.positions), positions], axis=2),
         clean_latent=np.concatenate([np.asarray(state.clean_latent), tokens], axis=1),
         attention_mask=attention,
+        keyframes_mask=keyframes,
     )
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
+from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF, LTX_2_4_IMAGE_CRF
 from ltx_jax.pipeline.stages import Guidance
 
-DEFAULT_NEGATIVE_PROMPT = (
+DEFAULT_NEGATIVE_PROMPT = (  # 1.2.0's, for every model version (1.0.0's began at "blurry")
+    "has_subtitles, has_blurbox, transition from black, transition to black, speech_ending_short, "
     "blurry, out of focus, overexposed, underexposed, low contrast, washed out colors, excessive noise, "
     "grainy texture, poor lighting, flickering, motion blur, distorted proportions, unnatural skin tones, "
     "deformed facial features, asymmetrical face, missing facial features, extra limbs, disfigured hands, "
@@ -48,6 +50,7 @@ class GenerationDefaults:
     seed: int
     negative_prompt: str
     guidance: Guidance
+    image_crf: int = DEFAULT_IMAGE_CRF
 
 
 _LTX_2 = GenerationDefaults(
@@ -61,6 +64,8 @@ _LTX_2 = GenerationDefaults(
     guidance=reference_guidance(29),
 )
 _LTX_2_3 = dataclasses.replace(_LTX_2, num_inference_steps=30, guidance=reference_guidance(28))
+# LTX-2.4 and 2.5 continue 2.3's (`LTX_2_4_PARAMS`): only the conditioning images' CRF moves.
+_LTX_2_5 = dataclasses.replace(_LTX_2_3, image_crf=LTX_2_4_IMAGE_CRF)
 # The HQ flow's (the reference's HQ parser uses them whatever the checkpoint): 15 res_2s steps, no STG.
 HQ_DEFAULTS = dataclasses.replace(
     _LTX_2_3,
@@ -79,8 +84,9 @@ EMBEDDED_DEFAULTS = dataclasses.replace(
 
 
 def model_defaults(version: str) -> GenerationDefaults:
-    """The reference's defaults for an LTX-2 ("2") or LTX-2.3 ("2.3") model, or the embedded model's."""
-    table = {"2": _LTX_2, "2.3": _LTX_2_3, "embedded": EMBEDDED_DEFAULTS}
+    """The reference's defaults for an LTX-2 ("2"), LTX-2.3 ("2.3") or LTX-2.4/2.5 ("2.5") model, or the embedded
+    model's."""
+    table = {"2": _LTX_2, "2.3": _LTX_2_3, "2.5": _LTX_2_5, "embedded": EMBEDDED_DEFAULTS}
     if version not in table:
         raise ValueError(f"The model version must be one of {list(table)}, got {version!r}.")
     return table[version]

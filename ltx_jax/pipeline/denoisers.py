@@ -158,6 +158,7 @@ def _slice_modality(modality: Modality | None, part: slice) -> Modality | None:
         positions=modality.positions[part],
         context=modality.context[part],
         attention_mask=None if modality.attention_mask is None else modality.attention_mask[part],
+        keyframes_mask=None if modality.keyframes_mask is None else modality.keyframes_mask[part],
     )
 
 
@@ -172,14 +173,15 @@ def _batched_modality(
     state: LatentState, contexts: tuple[jax.Array, ...], sigma: float, enabled: bool, per_sample: bool
 ) -> Modality:
     """The DiT's input for every pass at once: the state repeated once per pass, each pass with its
-    own context; timesteps `(B, 1, 1)` with `per_sample` (`every_token_generated`), else `(B, T, 1)`.
+    own context; timesteps `(B, 1, 1)` with `per_sample` (`every_token_generated`), else `(B, T, 1)`;
+    a frozen state at sigma 0.
     One program: op by op, its dozen small programs were each compiled (cold) or read from the cache
     (warm) on the main thread in a stage's first steps (benchmarks/results/2026-12-03/README.md, "Sixth round")."""
 
     def repeat(x: jax.Array) -> jax.Array:
         return jnp.concatenate([x] * len(contexts), axis=0)
 
-    sigmas = jnp.full((len(contexts) * state.latent.shape[0],), sigma, jnp.float32)
+    sigmas = jnp.full((len(contexts) * state.latent.shape[0],), 0.0 if state.frozen else sigma, jnp.float32)
     return Modality(
         latent=repeat(state.latent),
         sigma=sigmas,
@@ -190,6 +192,7 @@ def _batched_modality(
         context=jnp.concatenate(contexts, axis=0).astype(state.latent.dtype),
         enabled=enabled,
         attention_mask=None if state.attention_mask is None else repeat(state.attention_mask),
+        keyframes_mask=None if state.keyframes_mask is None else repeat(state.keyframes_mask),
     )
 
 

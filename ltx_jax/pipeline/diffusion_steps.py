@@ -28,11 +28,20 @@ def post_process_latent(denoised: jax.Array, denoise_mask: jax.Array, clean: jax
 
 
 def add_noise(state: LatentState, noise: jax.Array, noise_scale: float | jax.Array = 1.0) -> LatentState:
-    """`GaussianNoiser`: `noise * m + latent * (1 - m)` with `m = denoise_mask * noise_scale`.
+    """`GaussianNoiser`: `lerp(clean, lerp(latent, noise, noise_scale), denoise_mask)` in float32: the
+    generated tokens move `noise_scale` of the way to the noise, conditioned ones (mask 0) are the clean
+    latent, and a mask between keeps that share of the clean latent.
 
     `noise` is drawn by the caller (`stages.py`: float32 `jax.random.normal` cast to the latent dtype)
     so that one seed gives the same noise on any mesh and in any process.
     """
-    scaled_mask = state.denoise_mask.astype(jnp.float32) * noise_scale
-    latent = noise * scaled_mask + state.latent * (1 - scaled_mask)
+    f32 = jnp.float32
+    noised = _lerp(state.latent.astype(f32), noise.astype(f32), noise_scale)
+    latent = _lerp(state.clean_latent.astype(f32), noised, state.denoise_mask.astype(f32))
     return state.replace(latent=latent.astype(state.latent.dtype))
+
+
+def _lerp(start: jax.Array, end: jax.Array, weight: float | jax.Array) -> jax.Array:
+    """`torch.lerp`, rounding as it does: from `start` for weights below 0.5, from `end` above."""
+    weight = jnp.asarray(weight, jnp.float32)
+    return jnp.where(jnp.abs(weight) < 0.5, start + weight * (end - start), end - (end - start) * (1 - weight))

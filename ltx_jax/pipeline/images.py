@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 DEFAULT_IMAGE_CRF = 33
+LTX_2_4_IMAGE_CRF = 18  # 1.2.0's default from LTX-2.4 on (`constants.py::LTX_2_4_IMAGE_CRF`)
 
 
 def read_image(path: str | os.PathLike) -> np.ndarray:

@@ -100,6 +100,7 @@ class LTXPipeline:
         self.mesh, self.runtime = mesh, runtime
         self.defaults: GenerationDefaults = models.defaults
         self.description = models.description
+        self.model_version = models.model_version
         self._timed = [
             TimedForward(
                 StoppableForward(SequenceParallel(model, mesh, strategy=runtime.strategy, backend=runtime.backend))
@@ -320,6 +321,7 @@ class LTXPipeline:
             ),
             audio=_input_audio(settings),
             retake=settings.retake,
+            model_version=self.model_version,
         )
 
     def _denoise_and_decode(

@@ -42,7 +42,7 @@ from ltx_jax.pipeline.components import (
     geometry,
 )
 from ltx_jax.pipeline.decoders import decoder_callables
-from ltx_jax.pipeline.defaults import GenerationDefaults
+from ltx_jax.pipeline.defaults import GenerationDefaults, model_defaults
 from ltx_jax.pipeline.flows import Flow, ModelVersion
 from ltx_jax.pipeline.model_paths import SPLIT_FILES, check_split_files, checkpoint_tensors, split_tensors
 from ltx_jax.pipeline.requests import Components
@@ -114,7 +114,6 @@ class CheckpointFiles:
                     f"components_path (--components-path) {os.fspath(self.components_path)!r} goes with a converted "
                     "checkpoint_path directory; a .safetensors checkpoint holds its components itself: drop it."
                 )
-        check_model_version(self.dit_path())
         parse_dtype(self.dtype)
         check_quantization(self.quantization)
         self._check_text_encoder()
@@ -230,12 +229,17 @@ class CheckpointFiles:
         return _header(self.dit_path())[0]
 
     def model_version(self) -> ModelVersion:
-        """ "2.3" or "2", from the checkpoint's header (or a converted directory's manifest)."""
-        return "2.3" if _header(self.dit_path())[1] else "2"
+        """ "2.5" (LTX-2.4 and later), "2.3" or "2", from the DiT's header (or a converted directory's manifest)."""
+        return _header(self.dit_path())[1]
 
     def defaults(self, flow: str | Flow) -> GenerationDefaults:
-        """The reference's defaults for this checkpoint's model version and `flow`."""
-        return flows.get(flow).defaults(self.model_version())
+        """The reference's defaults for this checkpoint's model version and `flow`; the images' CRF follows the
+        video VAE's file where it is its own (1.2.0's `ImageConditioner` reads it from there)."""
+        defaults = flows.get(flow).defaults(self.model_version())
+        if self.video_vae_path is None:
+            return defaults
+        vae_defaults = model_defaults(_version_name(_model_version_text(self.video_vae_path), None))
+        return dataclasses.replace(defaults, image_crf=vae_defaults.image_crf)
 
 
 def _check_file(name: str, path: PathLike, suffix: str) -> None:
@@ -243,32 +247,35 @@ def _check_file(name: str, path: PathLike, suffix: str) -> None:
         raise FileNotFoundError(f"{name}={os.fspath(path)!r} must be an existing {suffix} file.")
 
 
-def _header(path: PathLike) -> tuple[LTXConfig, bool]:
-    """The DiT's config and whether it is LTX-2.3: the header's (or manifest's) `model_version`, else the
-    architecture (gated attention is new in 2.3)."""
+def _header(path: PathLike) -> tuple[LTXConfig, ModelVersion]:
+    """The DiT's config and model version (`_version_name`)."""
     if Path(path).is_dir():
         manifest = converted_manifest(path)
         cfg, version = LTXConfig(**manifest["config"]), manifest.get("model_version")
     else:
         cfg, version = checkpoint_config(SafetensorsFile(path), None)
-    return cfg, (version or "").startswith("2.3") or cfg.apply_gated_attention
+    return cfg, _version_name(version, cfg)
 
 
-def check_model_version(path: PathLike) -> None:
-    """Refuses LTX-2.5 transformers (`model_version` 2.4 and later): their files load (split files, Gemma 4), but
-    ltx-pipelines 1.2.0 generates with them differently (the first latent frame marked as a keyframe, ancestral
-    Euler in the distilled flow, other defaults), which ltx-jax does not do yet; a video made without it would
-    not be upstream's."""
+def _version_name(version: str | None, cfg: LTXConfig | None) -> ModelVersion:
+    """Whose defaults a file gets, as 1.2.0's `detect_params`: "2.5" from `model_version` 2.4 on, "2.3" from 2.3
+    (or, with no version, the DiT's architecture: gated attention is new in 2.3), else "2"."""
+    parsed = parse_model_version((version or "").replace("-", "."))
+    if parsed >= (2, 4):
+        return "2.5"
+    return "2.3" if parsed >= (2, 3) or (not parsed and cfg is not None and cfg.apply_gated_attention) else "2"
+
+
+def dit_model_version(path: PathLike) -> tuple[int, ...]:
+    """The DiT file's (or converted directory's) `model_version`, parsed as ltx-pipelines' `detect_model_version`
+    does ("2.5.0" -> (2, 5, 0), "2.4-rc2" -> (2, 4)); () where it has none."""
+    return parse_model_version((_model_version_text(path) or "").replace("-", "."))
+
+
+def _model_version_text(path: PathLike) -> str | None:
     if Path(path).is_dir():
-        version = converted_manifest(path).get("model_version")
-    else:
-        version = SafetensorsFile(path).metadata.get("model_version")
-    if version is not None and parse_model_version(version) >= (2, 4):
-        raise ValueError(
-            f"{os.fspath(path)} is LTX {version}: ltx-jax reads LTX-2.5's files but does not yet generate with them "
-            "as ltx-pipelines 1.2.0 does (first-frame keyframe mask, ancestral Euler, new defaults). Use an LTX-2.3 "
-            "checkpoint for now."
-        )
+        return converted_manifest(path).get("model_version")
+    return SafetensorsFile(path).metadata.get("model_version")
 
 
 def reference_downscale_factor(loras: tuple[Lora, ...]) -> int:
@@ -341,6 +348,7 @@ def load_models(files: CheckpointFiles, flow: str | Flow, mesh: Mesh) -> Pipelin
         prompt_encoder=prompt_encoder,
         defaults=flow.defaults(version),
         description=f"{os.fspath(files.dit_path())} (LTX-{version}, {dtype.name})",
+        model_version=dit_model_version(files.dit_path()),
     )
 
 

@@ -81,10 +81,14 @@ def audio_positions(shape: AudioLatentShape, shift: int = 0) -> np.ndarray:
 def initial_video_state(
     shape: VideoLatentShape, fps: float, initial_latent: np.ndarray | None = None, dtype: np.dtype = np.float32
 ) -> LatentState:
-    """Zeros (or `initial_latent`) to denoise everywhere, as `VideoLatentTools.create_initial_state`."""
+    """Zeros (or `initial_latent`) to denoise everywhere, as `VideoLatentTools.create_initial_state`,
+    its first latent frame marked in `keyframes_mask`: the causal VAE encodes one pixel frame there, as
+    in a keyframe (marked whatever the model; only models with the keyframe embedding read it)."""
     latent = _initial_latent(shape.shape, initial_latent, "initial_video_latent", dtype)
     tokens = patchify_video(latent)
-    return _state(tokens, video_positions(shape, fps))
+    keyframes = np.zeros((*tokens.shape[:2], 1), np.float32)
+    keyframes[:, : shape.height * shape.width] = 1.0
+    return _state(tokens, video_positions(shape, fps)).replace(keyframes_mask=keyframes)
 
 
 def initial_audio_state(
@@ -114,4 +118,5 @@ def clear_conditioning(state: LatentState, token_count: int) -> LatentState:
         denoise_mask=np.ones_like(np.asarray(state.denoise_mask)[:, :token_count]),
         positions=state.positions[:, :, :token_count],
         clean_latent=state.clean_latent[:, :token_count],
+        keyframes_mask=None if state.keyframes_mask is None else state.keyframes_mask[:, :token_count],
     )

@@ -75,12 +75,14 @@ def run(components: Components, request: Request, plan: Plan, timings: dict[str,
     key = jax.random.key(request.seed)
     timed = functools.partial(_timed, {} if timings is None else timings)
     video = audio = None
+    audios = []
     for stage in plan.stages:
         video, audio = _initial_latents(components, request, stage, (video, audio), timed)
         stage_key = jax.random.fold_in(key, stage.noise_stream) if stage.noise_stream else key
         run_stage = functools.partial(_stage, components, request, stage, stage_key, (video, audio))
         video, audio = timed(stage.timing, run_stage) if stage.timing else run_stage()
-    return video, audio
+        audios.append(audio)
+    return video, audios[plan.audio_from]
 
 
 def final_latent_shapes(components: Components, request: Request, plan: Plan) -> tuple[tuple, tuple]:
@@ -192,10 +194,6 @@ def _source_audio_latent(components: Components, request: Request) -> np.ndarray
     return _fitted(encoded, components.geometry.audio(stage_pixels(request)).frames)
 
 
-def _span(window: tuple[float, float]) -> dict[str, float]:
-    return {"start_time": window[0], "end_time": window[1]}
-
-
 def _fitted(latent: np.ndarray, frames: int) -> np.ndarray:
     """`latent` `(B, C, T, M)` cut, or zero-padded, to `frames` (retake's `_encode_audio_for_retake`)."""
     if latent.shape[2] >= frames:
@@ -228,10 +226,13 @@ def _stage(components: Components, request: Request, stage: Stage, key: jax.Arra
     ]
     audio_conditionings = [keep_all] if stage.fixed_audio else []
     if stage.regenerate_span:
-        span = request.retake
-        video_conditionings.append(functools.partial(regenerate_time_span, **_span(span.window("video"))))
-        if initial[1] is not None:
-            audio_conditionings.append(functools.partial(regenerate_time_span, **_span(span.window("audio"))))
+        span = functools.partial(
+            regenerate_time_span, start_time=request.retake.start_time, end_time=request.retake.end_time
+        )
+        if not stage.frozen_video:
+            video_conditionings.append(span)
+        if initial[1] is not None and not stage.frozen_audio:
+            audio_conditionings.append(span)
     return denoise_audio_video(
         stage_transformer(components, stage),
         shape,
@@ -250,6 +251,7 @@ def _stage(components: Components, request: Request, stage: Stage, key: jax.Arra
         description=stage.description,
         sampler=stage.sampler,
         audio_conditionings=audio_conditionings,
+        frozen=(stage.frozen_video, stage.frozen_audio or stage.fixed_audio),
     )
 
 

@@ -10,14 +10,14 @@ import dataclasses
 import numbers
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ltx_jax.pipeline.denoisers import Forward
-from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF
+from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF, LTX_2_4_IMAGE_CRF
 from ltx_jax.pipeline.stages import Guidance, LatentGeometry, PromptEmbeddings
 
 if TYPE_CHECKING:  # the flows' plans take requests: the checks read a given `Flow`, not the registry
@@ -29,12 +29,13 @@ MAX_CRF = 51  # libx264's worst quality
 @dataclasses.dataclass(frozen=True)
 class ImageCondition:
     """The image file `image` placed at pixel frame `frame_idx`, keeping `strength` of it; `crf` is the
-    H.264 quality it is compressed at first, as the model's training frames were (0: not compressed)."""
+    H.264 quality it is compressed at first, as the model's training frames were (0: not compressed; None: the
+    model's, `GenerationDefaults.image_crf`, which `GenerationSettings.resolve` fills in)."""
 
     image: str | os.PathLike
     frame_idx: int
     strength: float
-    crf: int = DEFAULT_IMAGE_CRF
+    crf: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,11 +65,6 @@ class RetakeSpan:
     end_time: float
     regenerate_video: bool = True
     regenerate_audio: bool = True
-
-    def window(self, modality: Literal["video", "audio"]) -> tuple[float, float]:
-        """The span a modality regenerates: empty where it is kept whole."""
-        regenerate = self.regenerate_video if modality == "video" else self.regenerate_audio
-        return (self.start_time, self.end_time) if regenerate else (0.0, 0.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,7 +108,9 @@ class Request:
     [0, 1] over the reference video (`reference_attention_mask`) when given.
     a2vid: `audio`, the input audio the video is generated around (its latent stays fixed).
     retake: `retake`, the source video and the span to generate again (the size and frames are the
-    source's); `audio` its audio track (None: it has none, and the whole audio is generated)."""
+    source's); `audio` its audio track (None: it has none, and the whole audio is generated).
+    `model_version`: the transformer file's, parsed ((2, 5, 0); () unknown), for flows that sample by it
+    (distilled: ancestral Euler from 2.5)."""
 
     prompt: PromptEmbeddings
     height: int
@@ -131,6 +129,7 @@ class Request:
     reference_attention_mask: np.ndarray | None = None
     audio: AudioInput | None = None
     retake: RetakeSpan | None = None
+    model_version: tuple[int, ...] = ()
 
 
 def check_sizes(height: int, width: int, num_frames: int, frame_rate: float, flow: Flow) -> None:
@@ -164,8 +163,9 @@ def check_images(images: Sequence[ImageCondition], num_frames: int, flow: Flow) 
             raise ValueError(f"images: strength={image.strength} must lie in [0, 1] (1 keeps the image exactly).")
         if not isinstance(image.crf, int) or not 0 <= image.crf <= MAX_CRF:
             raise ValueError(
-                f"images: crf={image.crf!r} must be an integer in [0, {MAX_CRF}] (H.264's range; "
-                f"{DEFAULT_IMAGE_CRF} is the reference's default, 0 skips the compression)."
+                f"images: crf={image.crf!r} must be an integer in [0, {MAX_CRF}] (H.264's range; the reference's "
+                f"default is {DEFAULT_IMAGE_CRF}, {LTX_2_4_IMAGE_CRF} from LTX-2.4 on, which GenerationSettings fills "
+                "in for a crf of None; 0 skips the compression)."
             )
 
 

@@ -1,15 +1,19 @@
-"""The Euler denoising loop over a sigma schedule, with a progress bar.
+"""The Euler denoising loops over a sigma schedule, with a progress bar: deterministic and ancestral.
 
-Source: `ltx_pipelines/utils/samplers.py::euler_denoising_loop`: at each step the denoiser's x0 is
+Sources: `ltx_pipelines/utils/samplers.py::euler_denoising_loop`: at each step the denoiser's x0 is
 blended with the conditioning (`post_process_latent`) and an Euler step moves the latent from
-`sigma` to the next sigma.
+`sigma` to the next sigma; `euler_ancestral_denoising_loop` with
+`ltx_core/components/diffusion_steps.py::EulerAncestralDiffusionStep` (rectified flow): a step down to
+`sigma_down <= sigma_next`, then fresh noise back up to `sigma_next`, variance preserving.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
@@ -41,11 +45,7 @@ def euler_denoising_loop(
     progress: bool = True,
 ) -> tuple[LatentState | None, LatentState | None]:
     """Runs `len(sigmas) - 1` steps; returns the final video and audio states."""
-    sigmas = np.asarray(sigmas, np.float32)
-    if sigmas.ndim != 1 or len(sigmas) < 2:
-        raise ValueError(f"sigmas must be a 1-D schedule with at least 2 values, got shape {sigmas.shape}.")
-    if np.any(sigmas[:-1] == 0):
-        raise ValueError(f"sigmas may be 0 only at the end (x0 = x - v * sigma would stall), got {sigmas.tolist()}.")
+    sigmas = _checked(sigmas)
     for step in tqdm(range(len(sigmas) - 1), desc=description, unit="step", disable=not progress):
         sigma, sigma_next = sigmas[step], sigmas[step + 1]
         x0_video, x0_audio = denoiser(video, audio, float(sigma), step)
@@ -54,3 +54,83 @@ def euler_denoising_loop(
     if video is not None:
         jax.block_until_ready(video.latent)
     return video, audio
+
+
+def euler_ancestral_denoising_loop(
+    sigmas: Sequence[float] | np.ndarray,
+    video: LatentState | None,
+    audio: LatentState | None,
+    denoiser: Denoiser,
+    key: jax.Array,
+    *,
+    eta: float = 1.0,
+    s_noise: float = 1.0,
+    description: str = "denoising",
+    progress: bool = True,
+) -> tuple[LatentState | None, LatentState | None]:
+    """`len(sigmas) - 1` ancestral Euler steps (`eta` 0: the deterministic loop's arithmetic, no noise);
+    the noise of step `i` comes from `key` (`ancestral_noise`), video then audio; the last step to
+    sigma 0 takes the prediction itself. Returns the final video and audio states."""
+    sigmas = _checked(sigmas)
+    for step in tqdm(range(len(sigmas) - 1), desc=description, unit="step", disable=not progress):
+        sigma, sigma_next = sigmas[step], sigmas[step + 1]
+        x0 = denoiser(video, audio, float(sigma), step)
+        states = []
+        for modality, (state, denoised) in enumerate(zip((video, audio), x0, strict=True)):
+            if state is None:
+                states.append(None)
+                continue
+            final = bool(sigma_next == 0)
+            noise = None if final or eta == 0 else ancestral_noise(key, step, modality, state.latent)
+            latent = _ancestral_latent(state, denoised, sigma, sigma_next, noise, eta=eta, s_noise=s_noise, final=final)
+            states.append(state.replace(latent=latent))
+        video, audio = states
+    if video is not None:
+        jax.block_until_ready(video.latent)
+    return video, audio
+
+
+def ancestral_noise(key: jax.Array, step: int, modality: int, latent: jax.Array) -> jax.Array:
+    """Step `step`'s standard normal noise for `modality` (video 0, audio 1): float32 from `key`, in the
+    latent's dtype, so a seed gives the same draws on any mesh."""
+    stream = jax.random.fold_in(jax.random.fold_in(key, step), modality)
+    return jax.random.normal(stream, jnp.shape(latent), jnp.float32).astype(latent.dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("eta", "s_noise", "final"))
+def _ancestral_latent(
+    state: LatentState,
+    denoised: jax.Array,
+    sigma: jax.Array,
+    sigma_next: jax.Array,
+    noise: jax.Array | None,
+    *,
+    eta: float,
+    s_noise: float,
+    final: bool,
+) -> jax.Array:
+    """One `EulerAncestralDiffusionStep` in float32 with the conditioning kept, in the reference's operation
+    order; the `final` step (to sigma 0) is the prediction itself."""
+    f32 = jnp.float32
+    denoised = post_process_latent(denoised.astype(f32), state.denoise_mask, state.clean_latent)
+    if final:
+        return denoised.astype(state.latent.dtype)
+    sigma, sigma_next = jnp.asarray(sigma, f32), jnp.asarray(sigma_next, f32)
+    sigma_down = sigma_next * (1.0 + (sigma_next / sigma - 1.0) * eta)
+    ratio = sigma_down / sigma
+    latent = ratio * state.latent.astype(f32) + (1.0 - ratio) * denoised
+    if noise is None:
+        return latent.astype(state.latent.dtype)
+    alpha_next, alpha_down = 1.0 - sigma_next, 1.0 - sigma_down
+    renoise = jnp.sqrt(jnp.maximum(sigma_next**2 - sigma_down**2 * alpha_next**2 / alpha_down**2, 0.0))
+    latent = (alpha_next / alpha_down) * latent + noise.astype(f32) * s_noise * renoise
+    return post_process_latent(latent, state.denoise_mask, state.clean_latent).astype(state.latent.dtype)
+
+
+def _checked(sigmas: Sequence[float] | np.ndarray) -> np.ndarray:
+    sigmas = np.asarray(sigmas, np.float32)
+    if sigmas.ndim != 1 or len(sigmas) < 2:
+        raise ValueError(f"sigmas must be a 1-D schedule with at least 2 values, got shape {sigmas.shape}.")
+    if np.any(sigmas[:-1] == 0):
+        raise ValueError(f"sigmas may be 0 only at the end (x0 = x - v * sigma would stall), got {sigmas.tolist()}.")
+    return sigmas

@@ -103,7 +103,7 @@ class GenerationSettings:
         resolved = dataclasses.replace(
             self,
             **{field: _or(value, getattr(defaults, field)) for field, value in given.items()},
-            images=tuple(self.images),
+            images=tuple(_with_crf(image, defaults.image_crf) for image in self.images),
             guidance=Guidance() if distilled else _or(self.guidance, defaults.guidance),
             reference_videos=tuple(self.reference_videos),
         )
@@ -250,3 +250,10 @@ def _is_number(value: object) -> bool:
 def _check_integer(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__}).")
+
+
+def _with_crf(image: object, crf: int) -> object:
+    """`image` with the model's default CRF where it gives None (anything else is left for `check_images`)."""
+    if isinstance(image, ImageCondition) and image.crf is None:
+        return dataclasses.replace(image, crf=crf)
+    return image

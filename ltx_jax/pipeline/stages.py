@@ -24,10 +24,13 @@ from ltx_jax.pipeline.denoisers import Forward, GuidedDenoiser
 from ltx_jax.pipeline.diffusion_steps import add_noise
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
 from ltx_jax.pipeline.res2s import res2s_denoising_loop
-from ltx_jax.pipeline.samplers import euler_denoising_loop
+from ltx_jax.pipeline.samplers import euler_ancestral_denoising_loop, euler_denoising_loop
 from ltx_jax.pipeline.types import AudioLatentShape, LatentState, VideoLatentShape, VideoPixelShape
 
-Sampler = Literal["euler", "res2s"]
+Sampler = Literal["euler", "euler_ancestral", "res2s"]
+# The ancestral sampler's noise comes from the stage's key folded with this (the reference seeds its
+# generator with seed + 10000, so that its first draw is not the initial noise's).
+ANCESTRAL_NOISE_STREAM = 10000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,21 +87,33 @@ def denoise_audio_video(
     description: str = "denoising",
     sampler: Sampler = "euler",
     audio_conditionings: Sequence[Conditioning] = (),
+    frozen: tuple[bool, bool] = (False, False),
 ) -> tuple[jax.Array | None, jax.Array | None]:
     """Denoises from noise (or a noised initial latent) along `sigmas`, guided per `guidance` against
-    the `negative` prompt's embeddings (needed when a cfg scale is not 1), with the Euler sampler or
-    res_2s (`res2s.py`, the HQ flow's). `conditionings` apply to the video state, `audio_conditionings`
-    to the audio's, before the noise (e.g. `keep_all`: the audio stays `initial_audio_latent`).
+    the `negative` prompt's embeddings (needed when a cfg scale is not 1), with the Euler sampler, the
+    ancestral one (its noise from `key` folded with `ANCESTRAL_NOISE_STREAM`) or res_2s (`res2s.py`, the
+    HQ flow's). `conditionings` apply to the video state, `audio_conditionings` to the audio's, before
+    the noise (e.g. `keep_all`: the audio stays `initial_audio_latent`). A stream `frozen` (video,
+    audio) is noised as given, then denoised nowhere (mask 0) and seen by the DiT at sigma 0.
 
     Returns the video latent `(B, C, F, H, W)` and audio latent `(B, C, T, M)` (None where the
     prompt has no context for that modality).
     """
     video_shape, audio_shape = geometry.video(shape), geometry.audio(shape)
     states = _initial_states(shape, prompt, geometry, dtype, conditionings, audio_conditionings, noise_scale)
-    video, audio = states(key, initial_video_latent, initial_audio_latent)
+    video, audio = (
+        _frozen(state) if freeze else state
+        for state, freeze in zip(states(key, initial_video_latent, initial_audio_latent), frozen, strict=True)
+    )
     denoiser = _denoiser(forward, prompt, negative, guidance, max_batch_size)
-    loop = res2s_denoising_loop if sampler == "res2s" else euler_denoising_loop
-    video, audio = loop(sigmas, video, audio, denoiser, description=description)
+    if sampler == "euler_ancestral":
+        noise_key = jax.random.fold_in(key, ANCESTRAL_NOISE_STREAM)
+        video, audio = euler_ancestral_denoising_loop(
+            sigmas, video, audio, denoiser, noise_key, description=description
+        )
+    else:
+        loop = res2s_denoising_loop if sampler == "res2s" else euler_denoising_loop
+        video, audio = loop(sigmas, video, audio, denoiser, description=description)
     video_latent = audio_latent = None
     if video is not None:
         video = patchifiers.clear_conditioning(video, video_shape.token_count())
@@ -167,6 +182,13 @@ def _initial_states(
     return states
 
 
+def _frozen(state: LatentState | None) -> LatentState | None:
+    """`state` kept whole from here on (`ltx_pipelines/utils/blocks.py::_build_state` with `frozen`)."""
+    if state is None:
+        return None
+    return state.replace(denoise_mask=np.zeros_like(np.asarray(state.denoise_mask)), frozen=True)
+
+
 def _denoiser(
     forward: Forward | None,
     prompt: PromptEmbeddings,
@@ -197,5 +219,10 @@ def _noised_on_device(
     (benchmarks/results/2026-12-03/README.md, "Sixth round")."""
     state = jax.tree.map(jnp.asarray, state)  # under jit a no-op; op by op (a test records the noise) JAX arrays
     state = state.replace(latent=state.latent.astype(dtype), clean_latent=state.clean_latent.astype(dtype))
-    noise = jax.random.normal(jax.random.split(key)[modality], state.latent.shape, jnp.float32).astype(dtype)
-    return add_noise(state, noise, noise_scale)
+    return add_noise(state, initial_noise(key, modality, state.latent.shape, dtype), noise_scale)
+
+
+def initial_noise(key: jax.Array, modality: int, shape: tuple[int, ...], dtype: jnp.dtype) -> jax.Array:
+    """A stage's initial noise for `modality` (video 0, audio 1): float32 standard normal from the
+    `modality`-th of the two keys `key` splits into, in `dtype`."""
+    return jax.random.normal(jax.random.split(key)[modality], shape, jnp.float32).astype(dtype)

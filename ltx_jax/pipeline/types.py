@@ -104,6 +104,11 @@ class LatentState:
         clean_latent: `(B, T, C)` conditioning values where `denoise_mask` < 1.
         attention_mask: `(B, T, T)` self-attention weights in [0, 1] (IC-LoRA's attention strength),
             None: every token attends to every token.
+        keyframes_mask: `(B, T, 1)` float32, 1 on the tokens that encode one pixel frame of the
+            generated video (its first latent frame); models with the keyframe embedding add it
+            there. None: no token is marked (audio).
+        frozen: the whole stream is given, not generated (a2vid's audio): its denoise mask is 0 and
+            the DiT sees it at sigma 0 (`ltx_pipelines/utils/helpers.py::modality_from_latent_state`).
     """
 
     latent: jax.Array
@@ -111,11 +116,15 @@ class LatentState:
     positions: jax.Array
     clean_latent: jax.Array
     attention_mask: jax.Array | None = None
+    keyframes_mask: jax.Array | None = None
+    frozen: bool = False
 
     def replace(self, **changes: jax.Array) -> LatentState:
         return dataclasses.replace(self, **changes)
 
 
 jax.tree_util.register_dataclass(
-    LatentState, data_fields=["latent", "denoise_mask", "positions", "clean_latent", "attention_mask"], meta_fields=[]
+    LatentState,
+    data_fields=["latent", "denoise_mask", "positions", "clean_latent", "attention_mask", "keyframes_mask"],
+    meta_fields=["frozen"],
 )

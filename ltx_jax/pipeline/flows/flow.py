@@ -17,7 +17,7 @@ from typing import Literal
 from ltx_jax.pipeline.defaults import EMBEDDED_DEFAULTS, GenerationDefaults, model_defaults
 from ltx_jax.pipeline.stages import Guidance, Sampler
 
-ModelVersion = Literal["2", "2.3", "embedded"]
+ModelVersion = Literal["2", "2.3", "2.5", "embedded"]
 InitialVideo = Literal["noise", "upsampled", "source"]
 InitialAudio = Literal["noise", "previous", "input", "source"]
 
@@ -31,7 +31,7 @@ class Stage:
         downscale: the stage runs at the request's height and width divided by this.
         sigmas: the noise levels, first to last (0).
         guidance: the guidance of this pass (`Guidance()`: the conditional pass only).
-        sampler: "euler" or "res2s".
+        sampler: "euler", "euler_ancestral" or "res2s".
         weights: "stage_1" runs `Components.transformer`, "stage_2" `Components.stage_2_transformer`
             (the DiT with the distilled LoRA; the plain DiT where that is None).
         initial_video: "noise"; "upsampled", the previous stage's video through the x2 upsampler;
@@ -42,8 +42,10 @@ class Stage:
         images: where conditioning images go: "first_frame" replaces the first latent frame with
             frame 0's and appends the others as keyframes; "keyframes" appends every image.
         references: IC-LoRA's reference videos are appended as tokens.
-        fixed_audio: the audio latent stays as given (denoise mask 0), unguided, its unconditional
-            pass seeing the prompt's audio context (a2vid).
+        fixed_audio: the audio latent stays as given (never noised, denoise mask 0, seen at sigma 0),
+            unguided, its unconditional pass seeing the prompt's audio context (a2vid).
+        frozen_video, frozen_audio: the stream is noised, then frozen: denoise mask 0 and seen at
+            sigma 0, so that it drifts back to its initial latent (retake's kept stream, as 1.2.0 does).
         regenerate_span: only the request's retake span is generated again, the rest kept.
         noise_stream: the seed's key is folded with this (0: the key itself).
         timing: the phase its wall seconds are added to (None: not timed apart).
@@ -61,6 +63,8 @@ class Stage:
     images: Literal["first_frame", "keyframes"] = "first_frame"
     references: bool = False
     fixed_audio: bool = False
+    frozen_video: bool = False
+    frozen_audio: bool = False
     regenerate_span: bool = False
     noise_stream: int = 0
     timing: str | None = None
@@ -68,9 +72,11 @@ class Stage:
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """A request's stages, in order; the last one's latents are decoded."""
+    """A request's stages, in order; the last one's video latent is decoded, and the audio latent of
+    stage `audio_from` (an index into `stages`: two-stage and HQ ship stage 1's audio)."""
 
     stages: tuple[Stage, ...]
+    audio_from: int = -1
 
     @property
     def decoded_downscale(self) -> int:

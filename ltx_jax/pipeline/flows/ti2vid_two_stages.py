@@ -1,5 +1,5 @@
 """Two stages: half size with guidance, the x2 upsampler, then the full size with the distilled LoRA
-(`ltx_pipelines/ti2vid_two_stages.py`; the stages in `two_stages.py`)."""
+(`ltx_pipelines/ti2vid_two_stages.py`; the stages in `two_stages.py`); the audio is stage 1's."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ltx_jax.pipeline.stages import LatentGeometry
 
 def plan(request: Request, _: LatentGeometry) -> Plan:
     sigmas = tuple(ltx2_sigmas(request.num_inference_steps).tolist())
-    return two_stage_plan(request, stage_1(sigmas, guidance=request.guidance))
+    return two_stage_plan(request, stage_1(sigmas, guidance=request.guidance), ships_stage_1_audio=True)
 
 
 FLOW = Flow(
