@@ -1,7 +1,6 @@
 """LTX-2.5's duration head and --auto-duration's frame rule against ltx-core / ltx-pipelines 1.2.0 (fixtures
 recorded by tests/record_ltx25_fixtures.py)."""
 
-import json
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -10,22 +9,15 @@ import pytest
 from ltx_core_twin import relative_error
 from tolerances import FLOAT32
 
-from ltx_jax.convert.safetensors_file import SafetensorsFile, lazy_tensors
-from ltx_jax.convert.state_dict import load_state_dict
-from ltx_jax.model.abstract import abstract_module
-from ltx_jax.model.duration_head import duration_head_from_config, duration_head_state_dict
-from ltx_jax.pipeline.duration import DurationPredictor, seconds_to_clamped_num_frames
+from ltx_jax.pipeline.duration import DurationPredictor, load_duration_predictor, seconds_to_clamped_num_frames
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ltx25"
 
 
 @pytest.fixture(scope="module")
 def head():
-    file = SafetensorsFile(FIXTURES / "duration_head.safetensors")
-    config = json.loads(file.metadata["config"])
-    model = abstract_module(lambda rngs: duration_head_from_config(config, rngs=rngs))
-    load_state_dict(model, duration_head_state_dict(lazy_tensors(file)), prefix="")
-    return model
+    """The head as `--duration-head-path` loads it (float32 here: the fixtures are)."""
+    return load_duration_predictor(FIXTURES / "duration_head.safetensors", jnp.float32).head
 
 
 def test_seconds_equal_ltx_core_1_2_0_for_either_stream_and_both(head):
@@ -44,6 +36,11 @@ def test_frames_from_seconds_equal_ltx_pipelines_1_2_0():
         for s, fps, lo, hi in recorded["table"]
     ]
     assert ours == recorded["frames"].tolist()
+
+
+def test_a_file_without_a_duration_head_is_refused_by_its_flag():
+    with pytest.raises(ValueError, match=r"--duration-head-path.*holds no duration_head.\* tensors"):
+        load_duration_predictor(FIXTURES / "ltx25_transformer.safetensors")
 
 
 def test_predictor_refuses_a_batch_and_bad_bounds(head):

@@ -12,10 +12,14 @@ import jax
 import numpy as np
 import pytest
 from compile_events import CompileThreads
+from flax import nnx
 
 import ltx_jax
+from ltx_jax.model.duration_head import duration_head_from_config
 from ltx_jax.parallel import make_mesh
 from ltx_jax.pipeline import GenerationSettings, Guidance, ImageCondition, MultiModalGuiderParams, PromptEmbeddings
+from ltx_jax.pipeline.duration import DurationPredictor
+from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG
 
 ROOT = pathlib.Path(__file__).parents[1]
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"  # jax's event for every XLA compilation
@@ -163,6 +167,63 @@ def test_bad_arguments_raise_before_device_work(pipe, monkeypatch, kwargs, error
     kwargs = {"prompt": "a fox", **SMALL, **kwargs}
     with pytest.raises(error, match=message):
         pipe(kwargs.pop("prompt"), **kwargs)
+
+
+class RecordingPredictor(DurationPredictor):
+    """A duration predictor that records what it is asked."""
+
+    def __init__(self, head) -> None:
+        super().__init__(head)
+        self.calls = []
+
+    def __call__(self, video, audio, **bounds):
+        self.calls.append((video, audio, bounds))
+        return super().__call__(video, audio, **bounds)
+
+
+@pytest.fixture
+def duration():
+    """A random duration head for the embedded model's contexts."""
+    return RecordingPredictor(duration_head_from_config(EMBEDDED_CONFIG, rngs=nnx.Rngs(0)))
+
+
+def test_auto_duration_takes_the_frames_the_duration_head_predicts(pipe, duration, monkeypatch):
+    monkeypatch.setattr(pipe, "duration", duration)
+    small = {name: value for name, value in SMALL.items() if name != "num_frames"}
+    prompt, _ = pipe.encode("a fox", GenerationSettings(guidance=Guidance()))
+    out = pipe(prompt, guidance=Guidance(), auto_duration=(0.3, 0.5), **small)
+    ((video, audio, bounds),) = duration.calls
+    assert video is prompt.video
+    assert audio is prompt.audio
+    assert bounds == {"frame_rate": 24.0, "min_seconds": 0.3, "max_seconds": 0.5}
+    frames = DurationPredictor.__call__(duration, video, audio, **bounds)
+    assert out.settings.num_frames == frames == out.video.shape[0] == 9
+    assert out.settings.auto_duration is None
+    # left out, the frame count is the head's over 1.2.0's default bounds; given, it is kept
+    assert pipe._with_auto_duration(GenerationSettings()).auto_duration == (1.0, 20.0)
+    assert pipe._with_auto_duration(GenerationSettings(num_frames=9)).auto_duration is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"auto_duration": (0.5, 0.3)}, r"the minimum 0.5 s is above the maximum"),
+        ({"auto_duration": (float("nan"), 1.0)}, "must be two positive seconds"),
+        ({"auto_duration": (0.3, 0.5), "num_frames": 9}, "both given: keep one"),
+    ],
+)
+def test_bad_auto_durations_raise_before_device_work(pipe, duration, monkeypatch, kwargs, message):
+    monkeypatch.setattr(pipe, "duration", duration)
+    monkeypatch.setattr(pipe, "_components", None)
+    small = {name: value for name, value in SMALL.items() if name != "num_frames"}
+    with pytest.raises(ValueError, match=message):
+        pipe("a fox", **{**small, **kwargs})
+    assert not duration.calls
+
+
+def test_auto_duration_without_a_duration_head_is_refused(pipe):
+    with pytest.raises(ValueError, match=r"needs LTX-2.5's duration head: pass duration_head_path"):
+        pipe("a fox", auto_duration=(0.3, 0.5), height=64, width=96)
 
 
 def test_bad_construction_raises_before_loading(tmp_path):

@@ -35,6 +35,7 @@ from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy
 from ltx_jax.pipeline import GenerationSettings, Guidance, ImageCondition, RetakeSpan, VideoCondition, flows
 from ltx_jax.pipeline.defaults import EMBEDDED_DEFAULTS, reference_guidance
+from ltx_jax.pipeline.duration import DEFAULT_AUTO_DURATION
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF, LTX_2_4_IMAGE_CRF
 from ltx_jax.user_cache import cache_dir
 
@@ -51,6 +52,7 @@ CROSS_MODALITY = {"video": "a2v", "audio": "v2a"}  # the modality-guidance flag 
 CHECKPOINT_ONLY = ("gemma_root", "prompt_cache_dir", "spatial_upsampler_path", "distilled_lora", "lora")
 CHECKPOINT_ONLY += ("shard_weights", "dtype", "distilled_lora_strength_stage_1", "distilled_lora_strength_stage_2")
 CHECKPOINT_ONLY += ("quantization", "components_path", "video_vae_path", "audio_vae_path", "text_encoder_path")
+CHECKPOINT_ONLY += ("duration_head_path",)
 
 
 def guidance_flags(parser: argparse.ArgumentParser, modality: str) -> None:
@@ -161,6 +163,10 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
         "--text-encoder-path", type=Path, help="instead of --gemma-root: the text encoder packed in one .safetensors "
         "(LTX-2.5's Gemma 4 file, tokenizer and projections inside)",
     )  # fmt: skip
+    models.add_argument(
+        "--duration-head-path", type=Path, help="LTX-2.5's duration head .safetensors (frames from the prompt: "
+        "--auto-duration, the default without --num-frames)",
+    )  # fmt: skip
     models.add_argument("--prompt-cache-dir", type=Path, help="cache prompt contexts here (keyed by prompt + weights)")
     models.add_argument("--prompt-embeddings", type=Path, help=".npz with video/audio[/negative_video/negative_audio]")
     models.add_argument("--spatial-upsampler-path", type=Path, help="2x latent upsampler .safetensors")
@@ -193,6 +199,11 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
     gen.add_argument("--height", type=int, help=size_help("height", "pixels"))
     gen.add_argument("--width", type=int, help=size_help("width", "pixels"))
     gen.add_argument("--num-frames", type=int, help=size_help("num_frames", "8k+1 frames"))
+    gen.add_argument(
+        "--auto-duration", nargs=2, type=finite_float, metavar=("MIN", "MAX"),
+        help="instead of --num-frames: the frames LTX-2.5's duration head predicts from the prompt, within MIN-MAX "
+        "seconds (needs --duration-head-path; the default there without --num-frames: 1 20)",
+    )  # fmt: skip
     gen.add_argument("--frame-rate", type=finite_float, help="fps (default 24)")
     gen.add_argument("--num-inference-steps", type=int, help="steps (default 30 on 2.3 and 2.5, 40 on 2.0; embedded 8)")
     gen.add_argument("--seed", type=int, help="random seed (default 10)")
@@ -286,6 +297,21 @@ def attention_mask_of(args: argparse.Namespace) -> tuple[float, str | None]:
         ) from None
 
 
+def auto_duration_of(args: argparse.Namespace, files: Any) -> tuple[float, float] | None:  # noqa: ANN401
+    """--auto-duration, or the reference's default (1 to 20 s) where --num-frames is left out and a duration head
+    is given for a flow that takes it."""
+    head = files is not None and files.duration_head_path is not None
+    if args.auto_duration is not None:
+        if not head:
+            raise ValueError(
+                "--auto-duration needs --duration-head-path (LTX-2.5's duration head); or give --num-frames."
+            )
+        return tuple(args.auto_duration)
+    if head and args.num_frames is None and flows.get(args.pipeline).auto_duration:
+        return DEFAULT_AUTO_DURATION
+    return None
+
+
 def retake_of(args: argparse.Namespace) -> RetakeSpan | None:
     """--video-path, --start-time and --end-time: all three, with --pipeline retake only."""
     given = {flag: value for flag, value in (("--video-path", args.video_path), ("--start-time", args.start_time),
@@ -318,6 +344,7 @@ def checkpoint_files(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Check
         video_vae_path=args.video_vae_path,
         audio_vae_path=args.audio_vae_path,
         text_encoder_path=args.text_encoder_path,
+        duration_head_path=args.duration_head_path,
         gemma_root=args.gemma_root,
         spatial_upsampler_path=args.spatial_upsampler_path,
         distilled_lora=None if args.distilled_lora is None else lora_of("--distilled-lora", args.distilled_lora),
@@ -377,6 +404,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         skip_stage_2=args.skip_stage_2, reference_attention_strength=strength, attention_mask_video=mask,
         audio_path=args.audio_path, audio_start_time=args.audio_start_time,
         audio_max_duration=args.audio_max_duration, retake=retake_of(args), enhance_prompt=args.enhance_prompt,
+        auto_duration=auto_duration_of(args, files),
     )  # fmt: skip
     settings = settings.resolve(defaults, args.pipeline)  # every generation argument checked before anything is built
     if args.enhance_prompt:

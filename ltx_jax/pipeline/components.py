@@ -21,6 +21,7 @@ from flax import nnx
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import audio_vae, upsampler, video_vae
 from ltx_jax.model.abstract import abstract_module
+from ltx_jax.pipeline.duration import DurationPredictor
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF, load_image_conditioning
 from ltx_jax.pipeline.requests import Components
 from ltx_jax.pipeline.settings import GenerationDefaults
@@ -63,6 +64,7 @@ class PipelineModels:
         defaults: what a generation uses for the arguments the caller leaves out.
         description: what the weights are, for summaries.
         model_version: the transformer file's `model_version`, parsed (() unknown, the embedded model).
+        duration: LTX-2.5's duration head (`--duration-head-path`): frames from a prompt's contexts; None without.
     """
 
     components: Components
@@ -72,6 +74,7 @@ class PipelineModels:
     defaults: GenerationDefaults
     description: str
     model_version: tuple[int, ...] = ()
+    duration: DurationPredictor | None = None
 
 
 class JittedModule:

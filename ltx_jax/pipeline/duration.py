@@ -8,15 +8,22 @@ to the next grid point instead, so the bounds always hold. Batch 1.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from ltx_jax.model.duration_head import DurationHead
+from ltx_jax.convert.safetensors_file import SafetensorsFile, lazy_tensors
+from ltx_jax.convert.state_dict import load_state_dict
+from ltx_jax.model.abstract import abstract_module
+from ltx_jax.model.duration_head import DurationHead, duration_head_from_config, duration_head_state_dict
 
 TIME_SCALE = 8  # the video VAE's temporal compression: frame counts are 8k + 1
+DEFAULT_AUTO_DURATION = (1.0, 20.0)  # seconds: ltx-pipelines' `DEFAULT_AUTO_DURATION`, where num_frames is left out
 logger = logging.getLogger(__name__)
 
 
@@ -76,3 +83,25 @@ class DurationPredictor:
         clamped = "" if min_seconds <= seconds <= max_seconds else f", outside [{min_seconds}, {max_seconds}] s"
         logger.info("duration head: %.2f s%s -> %d frames at %g fps", seconds, clamped, frames, frame_rate)
         return frames
+
+
+def load_duration_predictor(path: str | os.PathLike, dtype: jnp.dtype = jnp.bfloat16) -> DurationPredictor:
+    """The duration head of an LTX-2.5 file (`duration_head.*` tensors; its `config` metadata gives the
+    connectors' widths and the head's sizes), in `dtype` as the pipeline runs it (1.2.0: the pipeline's bf16)."""
+    file = SafetensorsFile(path)
+    tensors = duration_head_state_dict(lazy_tensors(file))
+    if not tensors:
+        raise ValueError(
+            f"duration_head_path (--duration-head-path) {os.fspath(path)!r} holds no duration_head.* tensors: give "
+            "LTX-2.5's duration head file."
+        )
+    config = json.loads(file.metadata.get("config", "{}"))
+    head = abstract_module(lambda rngs: duration_head_from_config(config, rngs=rngs, param_dtype=dtype))
+    load_state_dict(head, tensors, prefix="")
+    return DurationPredictor(head)
+
+
+def most_frames(bounds: tuple[float, float], frame_rate: float) -> int:
+    """The largest frame count a prediction within `bounds` (seconds) can give at `frame_rate`."""
+    low, high = (round(seconds * frame_rate) for seconds in bounds)
+    return seconds_to_clamped_num_frames(bounds[1], frame_rate=frame_rate, min_frames=low, max_frames=high)

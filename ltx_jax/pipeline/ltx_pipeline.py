@@ -29,6 +29,7 @@ from ltx_jax.pipeline.audio_files import audio_channels, read_audio
 from ltx_jax.pipeline.components import PipelineModels
 from ltx_jax.pipeline.decoders import BackgroundCompiler, compile_after_stage_1
 from ltx_jax.pipeline.defaults import GenerationDefaults
+from ltx_jax.pipeline.duration import DEFAULT_AUTO_DURATION
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
 from ltx_jax.pipeline.flows import Flow, Plan
 from ltx_jax.pipeline.generated_video import GeneratedVideo
@@ -101,6 +102,7 @@ class LTXPipeline:
         self.defaults: GenerationDefaults = models.defaults
         self.description = models.description
         self.model_version = models.model_version
+        self.duration = models.duration
         self._timed = [
             TimedForward(
                 StoppableForward(SequenceParallel(model, mesh, strategy=runtime.strategy, backend=runtime.backend))
@@ -124,6 +126,7 @@ class LTXPipeline:
         video_vae_path: PathLike | None = None,
         audio_vae_path: PathLike | None = None,
         text_encoder_path: PathLike | None = None,
+        duration_head_path: PathLike | None = None,
         gemma_root: PathLike | None = None,
         spatial_upsampler_path: PathLike | None = None,
         distilled_lora: Lora | PathLike | None = None,
@@ -148,6 +151,7 @@ class LTXPipeline:
             video_vae_path=video_vae_path,
             audio_vae_path=audio_vae_path,
             text_encoder_path=text_encoder_path,
+            duration_head_path=duration_head_path,
             gemma_root=gemma_root,
             spatial_upsampler_path=spatial_upsampler_path,
             distilled_lora=None if distilled_lora is None else _as_lora(distilled_lora),
@@ -224,6 +228,7 @@ class LTXPipeline:
         audio_max_duration: float | None = None,
         retake: RetakeSpan | None = None,
         enhance_prompt: bool = False,
+        auto_duration: tuple[float, float] | None = None,
         output_path: PathLike | None = None,
     ) -> GeneratedVideo:
         """Generates one video; None takes `self.defaults` (see `GenerationSettings` for each argument).
@@ -238,7 +243,7 @@ class LTXPipeline:
             reference_videos=tuple(reference_videos), skip_stage_2=skip_stage_2,
             reference_attention_strength=reference_attention_strength, attention_mask_video=attention_mask_video,
             audio_path=audio_path, audio_start_time=audio_start_time, audio_max_duration=audio_max_duration,
-            retake=retake, enhance_prompt=enhance_prompt,
+            retake=retake, enhance_prompt=enhance_prompt, auto_duration=auto_duration,
         )  # fmt: skip
         return self.generate(prompt, settings, negative_prompt=negative_prompt, output_path=output_path)
 
@@ -260,7 +265,7 @@ class LTXPipeline:
         each temporal chunk of frames while the device decodes the next, as ltx-pipelines interleaves them;
         the timings then hold "decoding_and_mp4_writing" (video and audio) instead of the decoding phases.
         """
-        settings = (settings or GenerationSettings()).resolve(self.defaults, self.flow)
+        settings = self._with_auto_duration(settings or GenerationSettings()).resolve(self.defaults, self.flow)
         if output_path is not None and jax.process_index() == 0:  # the process that writes it
             check_output_path(output_path)
         if settings.enhance_prompt and enhanced_prompt is not None:
@@ -276,6 +281,8 @@ class LTXPipeline:
                 enhanced = prompt = self.enhance(prompt, settings)
         with timed_phase(timings, "prompt_encoding", peaks):
             positive, negative = self._prompts(prompt, negative_prompt, settings.guidance)
+        if settings.auto_duration is not None:
+            settings = self._predicted_frames(settings, positive)
         request = self._request(settings, positive, negative)  # from settings `resolve` checked
         plan = self.flow.plan(request, self._components.geometry)
         for forward in self._timed:
@@ -295,6 +302,27 @@ class LTXPipeline:
             video, audio, settings.frame_rate, sample_rate, *latents, settings, timings, self._forward_stats(), peaks,
             enhanced,
         )  # fmt: skip
+
+    def _with_auto_duration(self, settings: GenerationSettings) -> GenerationSettings:
+        """`settings`, the frame count left to the duration head where there is one and none is given (1.2.0's
+        default `AutoDuration`, 1 to 20 s); refused by name where `auto_duration` is asked of a model without one."""
+        if settings.auto_duration is not None and self.duration is None:
+            raise ValueError(
+                "auto_duration (--auto-duration) needs LTX-2.5's duration head: pass duration_head_path "
+                "(--duration-head-path), or give num_frames."
+            )
+        chosen = settings.num_frames is not None or settings.auto_duration is not None
+        if self.duration is None or chosen or not self.flow.auto_duration:
+            return settings
+        return dataclasses.replace(settings, auto_duration=DEFAULT_AUTO_DURATION)
+
+    def _predicted_frames(self, settings: GenerationSettings, positive: PromptEmbeddings) -> GenerationSettings:
+        """`settings` with the frame count the duration head predicts from the prompt's contexts, checked again."""
+        low, high = settings.auto_duration
+        frames = self.duration(
+            positive.video, positive.audio, frame_rate=settings.frame_rate, min_seconds=low, max_seconds=high
+        )
+        return dataclasses.replace(settings, num_frames=frames, auto_duration=None).resolve(self.defaults, self.flow)
 
     def _request(
         self, settings: GenerationSettings, positive: PromptEmbeddings, negative: PromptEmbeddings | None

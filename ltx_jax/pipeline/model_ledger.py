@@ -43,6 +43,7 @@ from ltx_jax.pipeline.components import (
 )
 from ltx_jax.pipeline.decoders import decoder_callables
 from ltx_jax.pipeline.defaults import GenerationDefaults, model_defaults
+from ltx_jax.pipeline.duration import load_duration_predictor
 from ltx_jax.pipeline.flows import Flow, ModelVersion
 from ltx_jax.pipeline.model_paths import SPLIT_FILES, check_split_files, checkpoint_tensors, split_tensors
 from ltx_jax.pipeline.requests import Components
@@ -67,6 +68,8 @@ class CheckpointFiles:
         text_encoder_path: instead of `gemma_root`, a text encoder packed in one `.safetensors` (LTX-2.5's
             Gemma 4 file, with its tokenizer and the feature extractor's projections).
         spatial_upsampler_path: the 2x latent upsampler `.safetensors` (the two-stage flows).
+        duration_head_path: LTX-2.5's duration head `.safetensors`: with it, a generation without num_frames
+            takes the frame count it predicts from the prompt (`GenerationSettings.auto_duration`).
         distilled_lora: the LoRA applied to the stage-2 DiT of the two-stage flows (its strength; for
             two-stage-hq the two strengths below instead, as the reference ignores it there).
         distilled_lora_strength_stage_1, distilled_lora_strength_stage_2: two-stage-hq's strengths
@@ -100,6 +103,7 @@ class CheckpointFiles:
     video_vae_path: PathLike | None = None
     audio_vae_path: PathLike | None = None
     text_encoder_path: PathLike | None = None
+    duration_head_path: PathLike | None = None
 
     def check(self, flow: str | Flow) -> None:
         """Raises `ValueError`/`FileNotFoundError` naming the argument and the fix; reads file headers only."""
@@ -123,6 +127,8 @@ class CheckpointFiles:
             )
         if self.spatial_upsampler_path is not None:
             _check_file("spatial_upsampler_path", self.spatial_upsampler_path, ".safetensors")
+        if self.duration_head_path is not None:
+            _check_file("duration_head_path (--duration-head-path)", self.duration_head_path, ".safetensors")
         uses_lora = flow.needs.distilled_lora is not None
         if uses_lora and self.distilled_lora is None:
             raise ValueError(f"The {flow.name} flow needs distilled_lora=Lora(PATH, STRENGTH) for its second stage.")
@@ -349,6 +355,7 @@ def load_models(files: CheckpointFiles, flow: str | Flow, mesh: Mesh) -> Pipelin
         defaults=flow.defaults(version),
         description=f"{os.fspath(files.dit_path())} (LTX-{version}, {dtype.name})",
         model_version=dit_model_version(files.dit_path()),
+        duration=None if files.duration_head_path is None else load_duration_predictor(files.duration_head_path, dtype),
     )
 
 

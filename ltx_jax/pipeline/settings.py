@@ -11,6 +11,7 @@ import os
 from ltx_jax.pipeline import flows
 from ltx_jax.pipeline.audio_files import MAX_CHANNELS, audio_channels, audio_duration, check_audio_file
 from ltx_jax.pipeline.defaults import GenerationDefaults
+from ltx_jax.pipeline.duration import most_frames
 from ltx_jax.pipeline.flows import Flow
 from ltx_jax.pipeline.images import check_image_readable
 from ltx_jax.pipeline.requests import (
@@ -54,6 +55,10 @@ class GenerationSettings:
             rate are the source's (leave them unset).
         enhance_prompt: Gemma 3 rewrites the (text) prompt first, as ltx-pipelines' `--enhance-prompt`
             does, seeing the first conditioning image where there is one; seeded by `seed`.
+        auto_duration: `(min, max)` seconds: instead of `num_frames` (which stays None), the frame count the
+            model's duration head predicts from the encoded prompt, within them (LTX-2.5, `--auto-duration`;
+            1.2.0's `AutoDuration`). The checks here see the most frames the bounds allow; the pipeline
+            resolves the settings again with the predicted count.
     """
 
     height: int | None = None
@@ -73,6 +78,7 @@ class GenerationSettings:
     audio_max_duration: float | None = None
     retake: RetakeSpan | None = None
     enhance_prompt: bool = False
+    auto_duration: tuple[float, float] | None = None
     # What these settings were resolved for (flow name, defaults); not an argument, and `replace` drops it.
     _resolved_for: tuple[str, GenerationDefaults] | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False
@@ -100,6 +106,8 @@ class GenerationSettings:
         given = {field: getattr(self, field) for field in _DEFAULTED}
         if flow.needs.source_video:
             given.update(_source_size(self.retake, given))
+        if self.auto_duration is not None:
+            given["num_frames"] = _auto_duration_frames(self.auto_duration, self.num_frames, given, defaults, flow)
         resolved = dataclasses.replace(
             self,
             **{field: _or(value, getattr(defaults, field)) for field, value in given.items()},
@@ -115,6 +123,8 @@ class GenerationSettings:
         if distilled:
             resolved = dataclasses.replace(resolved, num_inference_steps=len(DISTILLED_SIGMA_VALUES) - 1)
         resolved._check(flow)
+        if self.auto_duration is not None:  # the pipeline predicts it once the prompt is encoded
+            resolved = dataclasses.replace(resolved, num_frames=None)
         object.__setattr__(resolved, "_resolved_for", (flow.name, defaults))
         return resolved
 
@@ -206,6 +216,29 @@ class GenerationSettings:
 FPS_TOLERANCE = 0.01  # a conditioning video's frame rate within 1% of the generation's
 AUDIO_LATENT_SECONDS = 0.04  # one audio latent frame: 4 mel frames of 160 samples at 16 kHz
 _DEFAULTED = ("height", "width", "num_frames", "frame_rate", "num_inference_steps", "seed")
+
+
+def _auto_duration_frames(
+    bounds: object, num_frames: object, given: dict[str, object], defaults: GenerationDefaults, flow: Flow
+) -> object:
+    """`auto_duration` checked; the most frames it allows, for the checks before the prediction (a frame rate
+    that is not a positive number is left for `_check` to name)."""
+    if not (isinstance(bounds, tuple | list) and len(bounds) == 2 and all(_is_number(s) and s > 0 for s in bounds)):
+        raise ValueError(f"auto_duration (--auto-duration MIN MAX) must be two positive seconds, got {bounds!r}.")
+    if bounds[0] > bounds[1]:
+        raise ValueError(f"auto_duration (--auto-duration MIN MAX): the minimum {bounds[0]} s is above the maximum.")
+    if num_frames is not None:
+        raise ValueError("num_frames (--num-frames) and auto_duration (--auto-duration) both given: keep one.")
+    if not flow.auto_duration:
+        users = [name for name in flows.names() if flows.get(name).auto_duration]
+        raise ValueError(
+            f"auto_duration (--auto-duration) applies to the {', '.join(users)} flows; give the {flow.name} flow "
+            "num_frames."
+        )
+    frame_rate = _or(given["frame_rate"], defaults.frame_rate)
+    if not (_is_number(frame_rate) and math.isfinite(frame_rate) and frame_rate > 0):
+        return defaults.num_frames
+    return most_frames((float(bounds[0]), float(bounds[1])), frame_rate)
 
 
 def _or(value: object, default: object) -> object:

@@ -119,7 +119,7 @@ class LatentState:
     keyframes_mask: jax.Array | None = None
     frozen: bool = False
 
-    def replace(self, **changes: jax.Array) -> LatentState:
+    def replace(self, **changes: jax.Array | bool | None) -> LatentState:
         return dataclasses.replace(self, **changes)
 
 

@@ -27,4 +27,5 @@ FLOW = Flow(
     needs=Needs(upsampler=True),
     guided=False,
     reference_defaults=doubled_size,
+    auto_duration=True,
 )

@@ -130,6 +130,8 @@ class Flow:
         audio_output: "decoded" from the final audio latent, or the caller's "input" audio itself.
         reference_defaults: the model version's defaults made this flow's (e.g. twice the size).
         takes_images: whether conditioning images are accepted.
+        auto_duration: whether the duration head may choose the frame count (`GenerationSettings.auto_duration`;
+            the default where num_frames is left out and the model has a head), as the reference's pipeline does.
     """
 
     name: str
@@ -142,6 +144,7 @@ class Flow:
     audio_output: Literal["decoded", "input"] = "decoded"
     reference_defaults: Callable[[GenerationDefaults], GenerationDefaults] = same_defaults
     takes_images: bool = True
+    auto_duration: bool = False
 
     def defaults(self, version: ModelVersion) -> GenerationDefaults:
         """What a generation with a `version` model uses for each argument left out; the embedded tiny

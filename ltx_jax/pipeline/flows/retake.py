@@ -10,18 +10,20 @@ import dataclasses
 
 from ltx_jax.pipeline.defaults import GenerationDefaults
 from ltx_jax.pipeline.flows.flow import Flow, Needs, Plan, Stage
-from ltx_jax.pipeline.requests import Request, RetakeSpan
+from ltx_jax.pipeline.requests import Request
 from ltx_jax.pipeline.schedulers import ltx2_sigmas
 from ltx_jax.pipeline.stages import LatentGeometry
 
 
 def plan(request: Request, _: LatentGeometry) -> Plan:
     sigmas = tuple(ltx2_sigmas(request.num_inference_steps).tolist())
-    span = request.retake or RetakeSpan("", 0.0, 0.0)  # a request the flow has not checked yet: regenerate both
+    span = request.retake  # None only in a request not checked yet (`validate` requires it)
+    keeps_video = span is not None and not span.regenerate_video
+    keeps_audio = span is not None and request.audio is not None and not span.regenerate_audio
     stage = Stage(
         description="retake", downscale=1, sigmas=sigmas, guidance=request.guidance,
         initial_video="source", initial_audio="source", regenerate_span=True,
-        frozen_video=not span.regenerate_video, frozen_audio=request.audio is not None and not span.regenerate_audio,
+        frozen_video=keeps_video, frozen_audio=keeps_audio,
     )  # fmt: skip
     return Plan((stage,))
 

@@ -20,4 +20,5 @@ FLOW = Flow(
     summary="text/image to video, one guided stage at the full size",
     plan=plan,
     size_multiple=32,
+    auto_duration=True,
 )

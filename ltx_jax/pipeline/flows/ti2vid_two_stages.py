@@ -22,4 +22,5 @@ FLOW = Flow(
     plan=plan,
     needs=Needs(upsampler=True, distilled_lora="stage_2"),
     reference_defaults=doubled_size,
+    auto_duration=True,
 )

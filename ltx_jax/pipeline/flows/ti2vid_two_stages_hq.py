@@ -35,4 +35,5 @@ FLOW = Flow(
     plan=plan,
     needs=Needs(upsampler=True, distilled_lora="both_stages"),
     reference_defaults=hq_defaults,
+    auto_duration=True,
 )
