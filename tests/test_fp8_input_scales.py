@@ -53,8 +53,21 @@ def test_a_static_input_scale_quantizes_every_token_by_it():
     np.testing.assert_allclose(ours, exact, rtol=2**-7, atol=2**-7 * np.abs(exact).max())
 
 
-def record_inputs_eagerly(model: ltx_jax.LTXModel, video, audio, monkeypatch) -> dict[int, float]:  # noqa: ANN001
-    """max |x| each Fp8Linear is called with in one eager forward, recorded by a wrapper of the test's own."""
+def quantized_model() -> ltx_jax.LTXModel:
+    model = jax_model(CFG, torch_model(CFG, 0))
+    quantize_fp8(model)
+    return model
+
+
+def fp8_linears(model: ltx_jax.LTXModel) -> dict[tuple, Fp8Linear]:
+    return {(*path, "kernel"): m for path, m in nnx.iter_modules(model) if isinstance(m, Fp8Linear)}
+
+
+@pytest.fixture(scope="module")
+def eager_maxima() -> dict[tuple, float]:
+    """max |x| each Fp8Linear (by its kernel's path) is called with in one eager forward of `quantized_model()`,
+    recorded by a wrapper of the test's own (once: an eager forward compiles op by op)."""
+    model, (video, audio) = quantized_model(), default_inputs(CFG)
     seen: dict[int, float] = {}
     call = Fp8Linear.__call__
 
@@ -62,22 +75,22 @@ def record_inputs_eagerly(model: ltx_jax.LTXModel, video, audio, monkeypatch) ->
         seen[id(self)] = max(seen.get(id(self), 0.0), float(jnp.max(jnp.abs(x))))
         return call(self, x)
 
-    with monkeypatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Fp8Linear, "__call__", recording)
         model(video.to_jax(jnp.float32), audio.to_jax(jnp.float32), None)
-    return seen
+    linears = fp8_linears(model)
+    assert len(seen) == len(linears)  # the forward reaches every fp8 linear
+    return {path: seen[id(linear)] for path, linear in linears.items()}
 
 
 @pytest.mark.parametrize("jitted", [False, True])
-def test_calibration_sets_each_linears_largest_input_over_448(monkeypatch, jitted):
+def test_calibration_sets_each_linears_largest_input_over_448(eager_maxima, jitted):
     model = jax_model(CFG, torch_model(CFG, 0))
     targets = [target[0] for target in fp8_targets(model)]
     quantize_fp8(model)
     video, audio = default_inputs(CFG)
-    seen = record_inputs_eagerly(model, video, audio, monkeypatch)
-    linears = {(*path, "kernel"): m for path, m in nnx.iter_modules(model) if isinstance(m, Fp8Linear)}
-    assert sorted(linears) == sorted(targets)
-    assert len(seen) == len(linears)  # the forward reaches every fp8 linear
+    linears = fp8_linears(model)
+    assert sorted(linears) == sorted(targets) == sorted(eager_maxima)
 
     if jitted:  # nnx.jit carries the recorded maxima back
         scales = calibrate_input_scales(model, lambda m: run_jax(m, video, audio))
@@ -85,7 +98,7 @@ def test_calibration_sets_each_linears_largest_input_over_448(monkeypatch, jitte
         scales = calibrate_input_scales(model, lambda m: m(video.to_jax(jnp.float32), audio.to_jax(jnp.float32), None))
     assert sorted(scales) == sorted(linears)
     for path, linear in linears.items():
-        expected = np.float32(seen[id(linear)]) / np.float32(448)
+        expected = np.float32(eager_maxima[path]) / np.float32(448)
         # eagerly the same ops give the same maxima; jitted, XLA's fused float32 arithmetic moves them within
         # DESIGN.md's float32 bound (measured 2.9e-7)
         np.testing.assert_allclose(scales[path], expected, rtol=FLOAT32 if jitted else 0)
