@@ -2,7 +2,7 @@
 their own add them to theirs).
 
 Compiling, not running, is most of a CPU test's time (tiny models, hundreds of programs; in
-test_sequence_parallel, test_fp8_attention and test_two_stage_flows_parity, 258 of 411 s were XLA's
+test_sequence_parallel, test_fp8_attention and the flows' parity test, 258 of 411 s were XLA's
 compiling, 55 lowering and 39 tracing). Two settings cut it:
 - without LLVM's optimisations a test compiles in about half the time (tests/test_generate.py's
   mesh-against-one-device test: 66 s -> 30 s on the 2-core CI machine);

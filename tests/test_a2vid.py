@@ -1,8 +1,8 @@
 """Audio to video end to end: `scripts/generate.py --pipeline a2vid` on 8 simulated devices, its audio
 encoder loaded from a checkpoint, and every bad audio input refused before any model is built.
 
-The flow's latents against ltx-pipelines' `A2VidPipelineTwoStage.__call__` are in
-test_two_stage_flows_parity.py; the encoder, the mel front end and the file reader have their own
+The flow's latents against ltx-pipelines 1.2.0's `A2VidPipelineTwoStage.__call__` are in
+test_flows_parity.py; the encoder, the mel front end and the file reader have their own
 parity tests (test_audio_encoder.py, test_audio_processor.py).
 """
 

@@ -1,7 +1,7 @@
 """Retake end to end: `scripts/generate.py --pipeline retake` on 8 simulated devices regenerates a span of
 a source video and keeps the rest exactly; bad retake inputs are refused before any model is built.
 
-The flow's latents against ltx-pipelines' `RetakePipeline.__call__` are in test_two_stage_flows_parity.py.
+The flow's latents against ltx-pipelines 1.2.0's `RetakePipeline.__call__` are in test_flows_parity.py.
 """
 
 import pathlib

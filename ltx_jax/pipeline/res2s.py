@@ -11,8 +11,8 @@ at 0.0011 instead, followed by one last prediction.
 
 The SDE noise, like the reference's, does not depend on the generation's seed: two generators with
 fixed seeds (one for the midpoints, one for the steps), drawn video then audio. The reference's are
-torch generators, which cannot be reproduced here; `tests/test_two_stage_flows_parity.py` feeds
-both implementations the same draws.
+torch generators, which cannot be reproduced here; `tests/test_flows_parity.py` replays the reference's
+draws into `SdeNoise.draw`.
 """
 
 from __future__ import annotations
