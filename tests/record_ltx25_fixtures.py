@@ -43,6 +43,7 @@ import json
 import math
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -392,18 +393,20 @@ def _decoded(value: str) -> object:
         return value
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+def recorder_command(description: str, record: Callable[[Path], None], fixtures: Path) -> None:
+    """A recording script's command line: `record(fixtures)`, or with `--check` record into a temporary folder and
+    compare (exit 1 on a difference)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true", help="record into a temporary folder and compare")
     if not parser.parse_args().check:
-        record(FIXTURES)
+        record(fixtures)
         return
     with tempfile.TemporaryDirectory() as tmp:
         record(Path(tmp))
-        found = differences(Path(tmp), FIXTURES)
+        found = differences(Path(tmp), fixtures)
     sys.stdout.write("\n".join(found or ["the committed fixtures equal a new recording"]) + "\n")
     sys.exit(1 if found else 0)
 
 
 if __name__ == "__main__":
-    main()
+    recorder_command(__doc__.split("\n", 1)[0], record, FIXTURES)

@@ -37,7 +37,6 @@ module `torch` is a proxy whose bfloat16 is float32), and the HQ flow's res_2s l
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import importlib
@@ -56,7 +55,13 @@ import torch
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "ltx25_flows"
 sys.path.insert(0, str(HERE))
-from record_ltx25_fixtures import _REQUIRED, _json_values, differences, randomize, transformer_metadata  # noqa: E402
+from record_ltx25_fixtures import (  # noqa: E402
+    _REQUIRED,
+    _json_values,
+    randomize,
+    recorder_command,
+    transformer_metadata,
+)
 from torchaudio_stand_in import torchaudio_stand_in  # noqa: E402
 
 with torchaudio_stand_in():
@@ -405,18 +410,5 @@ def record(out: Path) -> None:
         sys.stdout.write(f"{path.name}: {path.stat().st_size} bytes\n")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--check", action="store_true", help="record into a temporary folder and compare")
-    if not parser.parse_args().check:
-        record(FIXTURES)
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        record(Path(tmp))
-        found = differences(Path(tmp), FIXTURES)
-    sys.stdout.write("\n".join(found or ["the committed fixtures equal a new recording"]) + "\n")
-    sys.exit(1 if found else 0)
-
-
 if __name__ == "__main__":
-    main()
+    recorder_command(__doc__.split("\n", 1)[0], record, FIXTURES)

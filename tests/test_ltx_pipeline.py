@@ -200,8 +200,8 @@ def test_auto_duration_takes_the_frames_the_duration_head_predicts(pipe, duratio
     assert out.settings.num_frames == frames == out.video.shape[0] == 9
     assert out.settings.auto_duration is None
     # left out, the frame count is the head's over 1.2.0's default bounds; given, it is kept
-    assert pipe._with_auto_duration(GenerationSettings()).auto_duration == (1.0, 20.0)
-    assert pipe._with_auto_duration(GenerationSettings(num_frames=9)).auto_duration is None
+    assert GenerationSettings().with_duration_head(pipe.flow, True).auto_duration == (1.0, 20.0)
+    assert GenerationSettings(num_frames=9).with_duration_head(pipe.flow, True).auto_duration is None
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,6 @@ from ltx_jax.parallel.exchange import ExchangeBackend
 from ltx_jax.parallel.strategies import Strategy
 from ltx_jax.pipeline import GenerationSettings, Guidance, ImageCondition, RetakeSpan, VideoCondition, flows
 from ltx_jax.pipeline.defaults import EMBEDDED_DEFAULTS, reference_guidance
-from ltx_jax.pipeline.duration import DEFAULT_AUTO_DURATION
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF, LTX_2_4_IMAGE_CRF
 from ltx_jax.user_cache import cache_dir
 
@@ -297,21 +296,6 @@ def attention_mask_of(args: argparse.Namespace) -> tuple[float, str | None]:
         ) from None
 
 
-def auto_duration_of(args: argparse.Namespace, files: Any) -> tuple[float, float] | None:  # noqa: ANN401
-    """--auto-duration, or the reference's default (1 to 20 s) where --num-frames is left out and a duration head
-    is given for a flow that takes it."""
-    head = files is not None and files.duration_head_path is not None
-    if args.auto_duration is not None:
-        if not head:
-            raise ValueError(
-                "--auto-duration needs --duration-head-path (LTX-2.5's duration head); or give --num-frames."
-            )
-        return tuple(args.auto_duration)
-    if head and args.num_frames is None and flows.get(args.pipeline).auto_duration:
-        return DEFAULT_AUTO_DURATION
-    return None
-
-
 def retake_of(args: argparse.Namespace) -> RetakeSpan | None:
     """--video-path, --start-time and --end-time: all three, with --pipeline retake only."""
     given = {flag: value for flag, value in (("--video-path", args.video_path), ("--start-time", args.start_time),
@@ -404,9 +388,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         skip_stage_2=args.skip_stage_2, reference_attention_strength=strength, attention_mask_video=mask,
         audio_path=args.audio_path, audio_start_time=args.audio_start_time,
         audio_max_duration=args.audio_max_duration, retake=retake_of(args), enhance_prompt=args.enhance_prompt,
-        auto_duration=auto_duration_of(args, files),
+        auto_duration=None if args.auto_duration is None else tuple(args.auto_duration),
     )  # fmt: skip
-    settings = settings.resolve(defaults, args.pipeline)  # every generation argument checked before anything is built
+    head = files is not None and files.duration_head_path is not None
+    # every generation argument checked before anything is built
+    settings = settings.with_duration_head(args.pipeline, head).resolve(defaults, args.pipeline)
     if args.enhance_prompt:
         check_enhance_prompt(args, files, settings)
     prompts, negative = prompts_of(args), args.negative_prompt

@@ -29,7 +29,6 @@ from ltx_jax.pipeline.audio_files import audio_channels, read_audio
 from ltx_jax.pipeline.components import PipelineModels
 from ltx_jax.pipeline.decoders import BackgroundCompiler, compile_after_stage_1
 from ltx_jax.pipeline.defaults import GenerationDefaults
-from ltx_jax.pipeline.duration import DEFAULT_AUTO_DURATION
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
 from ltx_jax.pipeline.flows import Flow, Plan
 from ltx_jax.pipeline.generated_video import GeneratedVideo
@@ -265,7 +264,8 @@ class LTXPipeline:
         each temporal chunk of frames while the device decodes the next, as ltx-pipelines interleaves them;
         the timings then hold "decoding_and_mp4_writing" (video and audio) instead of the decoding phases.
         """
-        settings = self._with_auto_duration(settings or GenerationSettings()).resolve(self.defaults, self.flow)
+        settings = settings or GenerationSettings()
+        settings = settings.with_duration_head(self.flow, self.duration is not None).resolve(self.defaults, self.flow)
         if output_path is not None and jax.process_index() == 0:  # the process that writes it
             check_output_path(output_path)
         if settings.enhance_prompt and enhanced_prompt is not None:
@@ -302,19 +302,6 @@ class LTXPipeline:
             video, audio, settings.frame_rate, sample_rate, *latents, settings, timings, self._forward_stats(), peaks,
             enhanced,
         )  # fmt: skip
-
-    def _with_auto_duration(self, settings: GenerationSettings) -> GenerationSettings:
-        """`settings`, the frame count left to the duration head where there is one and none is given (1.2.0's
-        default `AutoDuration`, 1 to 20 s); refused by name where `auto_duration` is asked of a model without one."""
-        if settings.auto_duration is not None and self.duration is None:
-            raise ValueError(
-                "auto_duration (--auto-duration) needs LTX-2.5's duration head: pass duration_head_path "
-                "(--duration-head-path), or give num_frames."
-            )
-        chosen = settings.num_frames is not None or settings.auto_duration is not None
-        if self.duration is None or chosen or not self.flow.auto_duration:
-            return settings
-        return dataclasses.replace(settings, auto_duration=DEFAULT_AUTO_DURATION)
 
     def _predicted_frames(self, settings: GenerationSettings, positive: PromptEmbeddings) -> GenerationSettings:
         """`settings` with the frame count the duration head predicts from the prompt's contexts, checked again."""

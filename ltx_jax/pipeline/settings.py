@@ -11,7 +11,7 @@ import os
 from ltx_jax.pipeline import flows
 from ltx_jax.pipeline.audio_files import MAX_CHANNELS, audio_channels, audio_duration, check_audio_file
 from ltx_jax.pipeline.defaults import GenerationDefaults
-from ltx_jax.pipeline.duration import most_frames
+from ltx_jax.pipeline.duration import DEFAULT_AUTO_DURATION, most_frames
 from ltx_jax.pipeline.flows import Flow
 from ltx_jax.pipeline.images import check_image_readable
 from ltx_jax.pipeline.requests import (
@@ -127,6 +127,20 @@ class GenerationSettings:
             resolved = dataclasses.replace(resolved, num_frames=None)
         object.__setattr__(resolved, "_resolved_for", (flow.name, defaults))
         return resolved
+
+    def with_duration_head(self, flow: str | Flow, has_head: bool) -> GenerationSettings:
+        """These settings with the frame count left to the model's duration head where `has_head`, num_frames is
+        left out and `flow` lets the head choose (1.2.0's default `AutoDuration`, 1 to 20 s); `auto_duration`
+        without a head is refused by name."""
+        if self.auto_duration is not None and not has_head:
+            raise ValueError(
+                "auto_duration (--auto-duration) needs LTX-2.5's duration head: pass duration_head_path "
+                "(--duration-head-path), or give num_frames."
+            )
+        chosen = self.num_frames is not None or self.auto_duration is not None
+        if not has_head or chosen or not flows.get(flow).auto_duration:
+            return self
+        return dataclasses.replace(self, auto_duration=DEFAULT_AUTO_DURATION)
 
     def without_prompt_enhancement(self) -> GenerationSettings:
         """These settings with `enhance_prompt` off (the prompts were enhanced ahead), resolved as these are."""
