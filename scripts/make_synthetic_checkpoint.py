@@ -1,6 +1,8 @@
-"""Random-weight LTX-2.3 files with the official tensor names, shapes, dtypes and metadata.
+"""Random-weight LTX-2.3 files with the official tensor names, shapes, dtypes and metadata (`--model 2.5`:
+LTX-2.5's per-component files, synthetic_ltx25.py).
 
-    python scripts/make_synthetic_checkpoint.py OUT_DIR [--layers N] [--gemma-layers N] [--tiny] [--seed S]
+    python scripts/make_synthetic_checkpoint.py OUT_DIR [--model 2.5] [--layers N] [--gemma-layers N] [--tiny]
+        [--seed S]
 
 Loading, memory and time can then be measured at real size without downloading weights. OUT_DIR gets
 (sizes at full size, all bf16):
@@ -69,6 +71,7 @@ from ltx_jax.config import LTXConfig
 CHECKPOINT, UPSAMPLER = "ltx-2.3-22b-dev.safetensors", "ltx-2.3-spatial-upscaler-x2-1.0.safetensors"
 LORA, GEMMA_ROOT = "ltx-2.3-22b-distilled-lora-384.safetensors", "gemma-3-12b-it-qat-q4_0-unquantized"
 MODEL_VERSION, LORA_RANK, TINY_LORA_RANK = "2.3.0", 384, 8
+MODELS = ("2.3", "2.5")  # --model: LTX-2.3's single checkpoint, or LTX-2.5's split files (synthetic_ltx25.py)
 LORA_TARGETS = ("to_q", "to_k", "to_v", "to_out.0", "ff.net.0.proj", "ff.net.2")  # ends of module paths
 GEMMA_SHARD_BYTES, TINY_GEMMA_SHARD_BYTES = 5 * 10**9, 8 * 10**6  # save_pretrained's "5GB"; several tiny shards
 DIT_PREFIX = "model.diffusion_model."
@@ -144,7 +147,7 @@ _TINY = {
     "vocoder.vocoder": {"upsample_initial_channel": 128},
     "vocoder.bwe": {"upsample_initial_channel": 64},
 }  # fmt: skip
-_TINY_UPSAMPLER = {"in_channels": 16, "mid_channels": 32}
+TINY_UPSAMPLER = {"in_channels": 16, "mid_channels": 32}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,8 +224,11 @@ def _file_key(name: str, component: Component, key: str) -> str:
     return file_key
 
 
-def plan_checkpoint(config: Mapping[str, Any], gemma: Mapping[str, Any]) -> dict[str, Planned]:
-    """File key -> tensor of the checkpoint of `config`, whose text projection reads `gemma`'s hidden states."""
+def plan_checkpoint(
+    config: Mapping[str, Any], gemma: Mapping[str, Any], components: tuple[str, ...] | None = None
+) -> dict[str, Planned]:
+    """File key -> tensor of the checkpoint of `config`, whose text projection reads `gemma`'s hidden states
+    (`text_config`'s width and layer count); `components`: only these of `checkpoint_components()`."""
     text = gemma["text_config"]
     sizes = {"hidden_size": text["hidden_size"], "num_hidden_layers": text["num_hidden_layers"]}
     ltx_gemma = dataclasses.replace(
@@ -231,6 +237,8 @@ def plan_checkpoint(config: Mapping[str, Any], gemma: Mapping[str, Any]) -> dict
     planned: dict[str, Planned] = {}
     with mock.patch.object(encoder_configurator, "GEMMA3_CONFIG_FOR_LTX", ltx_gemma):  # upstream reads Gemma's dir
         for name, component in checkpoint_components().items():
+            if components is not None and name not in components:
+                continue
             with torch.device("cpu" if component.computes_buffers else "meta"):
                 model = component.configurator.from_config(config)
             for key, tensor in model_tensors(model).items():
@@ -269,20 +277,28 @@ def make_synthetic_checkpoint(
     tiny: bool = False,
     seed: int = 0,
     workers: int | None = None,
+    model: str = "2.3",
 ) -> dict[str, str]:
-    """Writes the files of the module docstring under `out_dir`; returns the manifest (also manifest.json)."""
+    """Writes the files of the module docstring under `out_dir` (`model` "2.5": synthetic_ltx25.py's); returns
+    the manifest (also manifest.json)."""
     for name, value in (("layers", layers), ("gemma_layers", gemma_layers)):
         if value is not None and value < 1:
             raise ValueError(f"{name} must be a positive layer count (or None for all 48), got {value}.")
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}.")
     out, workers = Path(out_dir), workers or os.cpu_count() or 1
     out.mkdir(parents=True, exist_ok=True)
+    if model == "2.5":
+        from synthetic_ltx25 import make_ltx25_files  # noqa: PLC0415 - it imports this module
+
+        return make_ltx25_files(out, layers=layers, gemma_layers=gemma_layers, tiny=tiny, seed=seed, workers=workers)
     paths = {"checkpoint": CHECKPOINT, "spatial_upsampler": UPSAMPLER, "distilled_lora": LORA, "gemma_root": GEMMA_ROOT}
     manifest = {key: out / name for key, name in paths.items()}
     gemma, config = gemma_config(gemma_layers, tiny=tiny), checkpoint_config(layers, tiny=tiny)
     checkpoint = plan_checkpoint(config, gemma)
     metadata = {"config": json.dumps(config), "model_version": MODEL_VERSION}
     write_safetensors(manifest["checkpoint"], checkpoint, metadata, seed, workers)
-    upsampler = {**UPSAMPLER_CONFIG, **(_TINY_UPSAMPLER if tiny else {})}
+    upsampler = {**UPSAMPLER_CONFIG, **(TINY_UPSAMPLER if tiny else {})}
     write_safetensors(
         manifest["spatial_upsampler"], plan_upsampler(upsampler), {"config": json.dumps(upsampler)}, seed, workers
     )
@@ -301,9 +317,11 @@ def main() -> None:
     parser.add_argument("--gemma-layers", type=int, help="Gemma layers to write (default: all 48), at real width")
     parser.add_argument("--tiny", action="store_true", help="small widths, the same keys: runs on a CPU")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random values")
+    parser.add_argument("--model", choices=MODELS, default="2.3", help="2.5: LTX-2.5's per-component files")
     args = parser.parse_args()
     manifest = make_synthetic_checkpoint(
-        args.out_dir, layers=args.layers, gemma_layers=args.gemma_layers, tiny=args.tiny, seed=args.seed
+        args.out_dir, layers=args.layers, gemma_layers=args.gemma_layers, tiny=args.tiny, seed=args.seed,
+        model=args.model,
     )
     print(json.dumps(manifest, indent=2))
 

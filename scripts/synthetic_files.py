@@ -26,20 +26,27 @@ import torch
 from tqdm import tqdm
 
 NORMAL_STD, CHUNK_VALUES = 0.02, 1 << 24  # 32 MiB of bf16 per generated chunk
+_ITEMSIZE = {"BF16": 2, "U8": 1}  # bytes per value of the safetensors dtypes written here
 
 
 @dataclasses.dataclass(frozen=True)
 class Planned:
-    """One tensor to write: bf16 of `shape`, filled "normal", "ones", "zeros" or with `values` (bf16 bits)."""
+    """One tensor to write: bf16 of `shape`, filled "normal", "ones", "zeros" or with `values` (bf16 bits), or
+    (`dtype` "U8", `of_bytes`) a uint8 tensor of given bytes."""
 
     shape: tuple[int, ...]
     fill: str = "normal"
     values: np.ndarray | None = dataclasses.field(default=None, compare=False, repr=False)
     dtype: str = "BF16"
 
+    @classmethod
+    def of_bytes(cls, data: bytes) -> Planned:
+        """`data` as a 1-D uint8 tensor: how packed files carry a tokenizer or a JSON file."""
+        return cls((len(data),), "values", np.frombuffer(data, np.uint8), "U8")
+
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * 2
+        return math.prod(self.shape) * _ITEMSIZE[self.dtype]
 
 
 _STATISTICS_FILL = {"std-of-means": "ones", "mean-of-means": "zeros"}

@@ -4,12 +4,13 @@ with Gemma's vocabulary size and special-token ids. Used by make_synthetic_check
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from synthetic_files import Planned, model_tensors, write_json, write_safetensors
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from transformers import Gemma3Config, Gemma3ForConditionalGeneration
 
 from ltx_jax.pipeline.embedded import GEMMA3_CHAT_TEMPLATE
@@ -51,34 +52,43 @@ def plan_gemma(config: Mapping[str, Any]) -> dict[str, Planned]:
     return out
 
 
+def vocabulary(specials: Mapping[int, str], size: int) -> list[str]:
+    """`size` SentencePiece pieces: `specials` at their ids, byte-fallback and character pieces after the chat
+    tokens (ids above 106), placeholders elsewhere. Shared by the Gemma 3 and Gemma 4 tokenizers."""
+    ordinary = iter([*(f"<0x{b:02X}>" for b in range(256)), "\u2581", *(chr(c) for c in range(33, 127))])
+    return [specials.get(i) or (next(ordinary, None) if i > 106 else None) or f"<unused{i}>" for i in range(size)]
+
+
 def gemma_vocabulary(config: Mapping[str, Any]) -> list[str]:
-    """The SentencePiece pieces, one per id below the image token (Gemma's 262,144): Gemma's special
-    tokens at their ids, byte-fallback and character pieces after them, placeholders elsewhere."""
+    """The SentencePiece pieces, one per id below the image token (Gemma's 262,144), Gemma 3's special tokens
+    at their ids (`vocabulary`)."""
     specials = {0: "<pad>", 1: "<eos>", 2: "<bos>", 3: "<unk>", 4: "<mask>", 105: "<start_of_turn>",
                 config["eos_token_id"][-1]: "<end_of_turn>", config["boi_token_index"]: "<start_of_image>",
                 config["eoi_token_index"]: "<end_of_image>"}  # fmt: skip
-    ordinary = iter([*(f"<0x{b:02X}>" for b in range(256)), "\u2581", *(chr(c) for c in range(33, 127))])
-    pieces = []
-    for i in range(config["image_token_index"]):
-        pieces.append(specials.get(i) or (next(ordinary, None) if i > 106 else None) or f"<unused{i}>")
-    return pieces
+    return vocabulary(specials, config["image_token_index"])
 
 
-def write_tokenizer(root: Path, config: Mapping[str, Any]) -> None:
-    """tokenizer.json (a byte-fallback BPE like Gemma's) and tokenizer.model (its pieces as a SentencePiece
-    model), tokenizer_config.json, special_tokens_map.json; `<image_soft_token>` is the one added token."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors  # noqa: PLC0415
-    from transformers.utils import sentencepiece_model_pb2_new as sp  # noqa: PLC0415
-
-    pieces = gemma_vocabulary(config)
+def bpe_tokenizer(pieces: Sequence[str], specials: Sequence[str]) -> Tokenizer:
+    """A byte-fallback BPE over `pieces` (ids = positions) like Gemma's tokenizer.json, `specials` its special
+    tokens; no post-processor (the caller sets one if the tokenizer adds BOS itself)."""
     bpe = models.BPE({p: i for i, p in enumerate(pieces)}, [], unk_token="<unk>", fuse_unk=True, byte_fallback=True)
     tokenizer = Tokenizer(bpe)
     tokenizer.normalizer = normalizers.Replace(" ", "\u2581")
     tokenizer.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
     tokenizer.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
-    tokenizer.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
+    tokenizer.add_special_tokens(list(specials))
+    return tokenizer
+
+
+def write_tokenizer(root: Path, config: Mapping[str, Any]) -> None:
+    """tokenizer.json (a byte-fallback BPE like Gemma's) and tokenizer.model (its pieces as a SentencePiece
+    model), tokenizer_config.json, special_tokens_map.json; `<image_soft_token>` is the one added token."""
+    from transformers.utils import sentencepiece_model_pb2_new as sp  # noqa: PLC0415
+
+    pieces = gemma_vocabulary(config)
     specials = [p for p in pieces if p.startswith("<") and not p.startswith(("<0x", "<unused"))]
-    tokenizer.add_special_tokens([*specials, "<image_soft_token>"])
+    tokenizer = bpe_tokenizer(pieces, [*specials, "<image_soft_token>"])
+    tokenizer.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
     tokenizer.save(str(root / "tokenizer.json"))
     model, piece = sp.ModelProto(), sp.ModelProto.SentencePiece
     model.trainer_spec.model_type, model.trainer_spec.vocab_size = sp.TrainerSpec.BPE, len(pieces)

@@ -1,22 +1,19 @@
 """scripts/make_synthetic_checkpoint.py: its planned tensors against ltx-core's builders and loader renaming at
 real width (nothing written: 2 real-width DiT layers alone are 2.4 GB), and its --tiny files loaded by
-ltx-pipelines' ModelLedger and transformers, and run by scripts/generate.py on 8 simulated CPU devices."""
+ltx-pipelines' ModelLedger and transformers, and run by scripts/generate.py on 8 simulated CPU devices at full depth
+(the two-stage flow's compile-ahead on files: tests/test_synthetic_ltx25.py's quick start)."""
 
 import dataclasses
-import gc
 import json
 import pathlib
 import subprocess
 import sys
-import weakref
 from unittest import mock
 
-import av
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
-from compile_events import CompileThreads
 from flax import nnx
 from safetensors import safe_open
 from tolerances import SYNTHETIC_STD
@@ -24,7 +21,6 @@ from torchaudio_stand_in import torchaudio_stand_in
 from transformers import AutoImageProcessor, Gemma3ForConditionalGeneration
 
 import ltx_jax
-from ltx_jax import LTXPipeline
 from ltx_jax.convert.state_dict import DIT_PREFIX, expected_keys, mismatch_problems
 from ltx_jax.pipeline import CheckpointFiles
 from ltx_jax.pipeline.prompts import TextEncoder
@@ -39,7 +35,6 @@ with torchaudio_stand_in():
     from ltx_core.text_encoders.gemma.tokenizer import LTXVGemmaTokenizer
     from ltx_pipelines.utils.model_ledger import ModelLedger
 
-from ltx_jax.cli import generate  # noqa: E402 - the command: its parser, without running it
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "scripts"))
 import make_synthetic_checkpoint as synthetic  # noqa: E402
@@ -209,53 +204,6 @@ def test_tiny_gemma_directory_loads_in_transformers_and_ltx_core(tiny):
     assert ours == [(int(t), int(w)) for t, w in reference.tokenize_with_weights(PROMPT)["gemma"]]
     assert AutoImageProcessor.from_pretrained(root, local_files_only=True).size == {"height": 896, "width": 896}
     assert (pathlib.Path(root) / "tokenizer.model").stat().st_size > 0
-
-
-def test_generate_runs_two_stage_on_the_tiny_files(tiny, tmp_path, monkeypatch):
-    """scripts/generate.py --pipeline two-stage on the --tiny files on 8 simulated devices, end to end in bf16:
-    LTX-2.3's defaults, Gemma encodes the prompts and is freed before the DiT is loaded, stage 1 at half size,
-    the upsampler, stage 2 with the distilled LoRA, decoding, the mp4."""
-    encoders, gemma_alive_at_load = [], []
-    load_text, load_pipeline = TextEncoder.from_files.__func__, LTXPipeline.from_files.__func__
-
-    def text_encoder(cls, *args, **kwargs):
-        text = load_text(cls, *args, **kwargs)
-        encoders.append(weakref.ref(text.encoder))
-        return text
-
-    def pipeline(cls, files, **kwargs):
-        gc.collect()
-        gemma_alive_at_load.append([encoder() is not None for encoder in encoders] + [files.gemma_root is not None])
-        return load_pipeline(cls, files, **kwargs)
-
-    monkeypatch.setattr(TextEncoder, "from_files", classmethod(text_encoder))
-    monkeypatch.setattr(LTXPipeline, "from_files", classmethod(pipeline))
-    out = tmp_path / "two_stage.mp4"
-    with CompileThreads() as threads:
-        info = generate.run(generate.parse_args([
-        "--mesh", "8", "--pipeline", "two-stage", "--checkpoint-path", tiny["checkpoint"],
-        "--gemma-root", tiny["gemma_root"], "--spatial-upsampler-path", tiny["spatial_upsampler"],
-        "--distilled-lora", tiny["distilled_lora"], "--height", "128", "--width", "128", "--num-frames", "9",
-        "--num-inference-steps", "2", "--output-path", str(out),  # bf16, the default
-        ]))  # fmt: skip
-    # the upsampler, stage 2's DiT programs, the video's tiles and the audio decoder compiled while stage 1
-    # denoised, not again after: the main thread compiled the DiT's programs once, for stage 1
-    after_stage_1 = {"jit(upsample)", "jit(_decode_tile)", "jit(decode_audio)"}
-    dit_programs = ["jit(prepare_local)", "jit(finish_local)"]
-    assert after_stage_1 | set(dit_programs) <= threads.ahead()
-    assert not after_stage_1 & threads.on_main_thread()
-    main_dit = [name for thread, name in threads.compiled if name in dit_programs and thread == "MainThread"]
-    assert main_dit == dit_programs
-    assert "LTX-2.3" in info["weights"]
-    assert gemma_alive_at_load == [[False, False]]  # one Gemma, freed; the pipeline loads without it
-    (video,) = info["videos"]
-    assert set(video["output"].forwards) == {8, 32}  # stage 1 at 2 x 2 latents x 2 frames, stage 2 at 4 x 4 x 2
-    stages = [video["output"].timings[phase] for phase in ("stage_1_denoising", "upsampling", "stage_2_denoising")]
-    assert 0 < sum(stages) <= video["output"].timings["denoising"]
-    assert video["output"].settings.guidance.video.stg_blocks == (28,)  # LTX-2.3's defaults
-    with av.open(str(out)) as container:
-        assert sum(1 for _ in container.decode(video=0)) == 9
-        assert container.streams.audio[0].sample_rate == 48000  # the BigVGAN + BWE vocoder
 
 
 def test_text_encoder_needs_the_gemma_directory(tiny):
