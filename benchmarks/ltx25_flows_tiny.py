@@ -68,7 +68,7 @@ def flow_arguments(files: dict[str, str], inputs: dict[str, str]) -> dict[str, l
         "ic-lora": [*distilled, *SIZE, *upsampler, "--lora", files["distilled_lora"], "--video-conditioning",
                     inputs["video"], "1.0"],
         "a2vid": [*dev, *SIZE, *steps, *upsampler, *lora, "--audio-path", inputs["video"]],
-        "retake": [*distilled, *steps, "--video-path", inputs["video"], "--start-time", "0.2", "--end-time", "0.5"],
+        "retake": [*distilled, "--video-path", inputs["video"], "--start-time", "0.2", "--end-time", "0.5"],
     }  # fmt: skip
 
 

@@ -87,7 +87,8 @@ FLOWS = {  # ltx-jax flow -> 1.2.0 module and class
     "ic-lora-masked": ("ic_lora", "ICLoraPipeline"),
     "a2vid": ("a2vid_two_stage", "A2VidPipelineTwoStage"),
     "retake": ("retake", "RetakePipeline"),
-    "retake-keep-audio": ("retake", "RetakePipeline"),
+    "retake-guided": ("retake", "RetakePipeline"),
+    "retake-guided-keep-audio": ("retake", "RetakePipeline"),
 }
 with torchaudio_stand_in():
     MODULES = {module: importlib.import_module(f"ltx_pipelines.{module}") for module, _ in FLOWS.values()}
@@ -312,10 +313,11 @@ class _Run:
 
 
 def constructor_arguments(flow: str, cls: type, paths: ModelPaths, lora: LoraPathStrengthAndSDOps) -> dict:
-    """The stand-in LoRA wherever the constructor takes one (only its metadata is read), retake not distilled."""
+    """The stand-in LoRA wherever the constructor takes one (only its metadata is read); retake distilled (its
+    default) unless guided."""
     optional = {"distilled_lora": [lora], "distilled_lora_strength_stage_1": 0.25,
                 "distilled_lora_strength_stage_2": 0.5, "spatial_upsampler_path": "upsampler.safetensors",
-                "distilled": False}  # fmt: skip
+                "distilled": not flow.startswith("retake-guided")}  # fmt: skip
     params = inspect.signature(cls.__init__).parameters
     return {"model_paths": paths, "loras": [lora] if flow.startswith("ic-lora") else [], "device": CPU,
             **{name: value for name, value in optional.items() if name in params}}  # fmt: skip
@@ -326,7 +328,7 @@ def call_arguments(flow: str, cls: type, mask: np.ndarray) -> dict:
     arguments = {"prompt": "prompt", "seed": SEED, "tiling_config": None}
     if flow.startswith("retake"):
         arguments.update(video_path=SOURCE_VIDEO, start_time=SPAN[0], end_time=SPAN[1],
-                         regenerate_audio=flow == "retake")  # fmt: skip
+                         regenerate_audio=flow in ("retake", "retake-guided"))  # fmt: skip
     else:
         arguments.update(height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS,
                          images=[ImageConditioningInput(*image) for image in IMAGES])  # fmt: skip
@@ -357,7 +359,7 @@ def run_flow(flow: str, inputs: dict[str, np.ndarray], paths: ModelPaths, lora: 
         with torch.inference_mode():
             pipeline(**call_arguments(flow, cls, inputs["input__attention_mask"]))
     assert torch.equal(rng_state, torch.random.get_rng_state()), "something drew from torch's global generator"
-    negative = "negative_prompt" in inspect.signature(cls.__call__).parameters
+    negative = "negative_prompt" in inspect.signature(cls.__call__).parameters and not getattr(pipeline, "distilled", 0)
     assert run.prompts == [["prompt", "negative"] if negative else ["prompt"]], run.prompts
     if flow == "distilled":
         assert pipeline.use_ancestral_sampler

@@ -91,6 +91,7 @@ def test_every_flow_is_listed_by_the_command_line():
         ("a2vid", [("stage 1", 2, "noise", "input"), ("stage 2", 1, "upsampled", "previous")],
          Needs(upsampler=True, distilled_lora="stage_2", audio_input="required")),
         ("retake", [("retake", 1, "source", "source")], Needs(audio_input="from_source", source_video=True)),
+        ("retake-guided", [("retake", 1, "source", "source")], Needs(audio_input="from_source", source_video=True)),
     ],
 )  # fmt: skip
 def test_built_in_plans(name, stages, needs):

@@ -43,7 +43,8 @@ SETTINGS = json.loads(str(RECORDED["settings"]))
 FLOWS = {  # the recorded run -> ltx-jax's flow
     "one-stage": "one-stage", "two-stage": "two-stage", "two-stage-hq": "two-stage-hq", "distilled": "distilled",
     "keyframe-interpolation": "keyframe-interpolation", "ic-lora": "ic-lora", "ic-lora-masked": "ic-lora",
-    "a2vid": "a2vid", "retake": "retake", "retake-keep-audio": "retake",
+    "a2vid": "a2vid", "retake": "retake", "retake-guided": "retake-guided",
+    "retake-guided-keep-audio": "retake-guided",
 }  # fmt: skip
 AUDIO = AudioInput(np.zeros((2, 16000), np.float32), 16000)  # what the stand-in audio encoder is given
 
@@ -85,7 +86,8 @@ def request(run: str) -> Request:
     retake = run.startswith("retake")
     fields = {}
     if retake:
-        fields = {"retake": RetakeSpan("source.mp4", *SETTINGS["retake_span"], regenerate_audio=run == "retake")}
+        regenerate_audio = run in ("retake", "retake-guided")
+        fields = {"retake": RetakeSpan("source.mp4", *SETTINGS["retake_span"], regenerate_audio=regenerate_audio)}
     if run.startswith("ic-lora"):
         fields["reference_videos"] = (VideoCondition(*SETTINGS["reference_video"]),)
     if run == "ic-lora-masked":

@@ -50,7 +50,7 @@ def test_retake_regenerates_the_span_and_keeps_the_rest(tmp_path):
     write_source(source)
     args = generate.parse_args(
         ["--mesh", "8", "--pipeline", "retake", "--video-path", str(source), "--start-time", str(SPAN[0]),
-         "--end-time", str(SPAN[1]), "--num-inference-steps", "2", "--output-path", str(out)]
+         "--end-time", str(SPAN[1]), "--output-path", str(out)]  # 1.2.0's default: the distilled sigmas
     )  # fmt: skip
     result = generate.run(args)["videos"][0]["output"]
     settings = result.settings
@@ -82,6 +82,8 @@ def bad_inputs(tmp_path: pathlib.Path) -> list[tuple[list[str], str]]:
         ([*retake, *span, "--image", str(source), "0", "1.0"], "images \\(--image\\): the retake flow takes none"),
         (["--pipeline", "retake", "--video-path", str(tmp_path / "missing.mp4"), *span], "missing.mp4' does not"),
         (["--pipeline", "retake", "--video-path", str(odd), *span], "with 10 frames; the VAE takes 8k\\+1 frames"),
+        ([*retake, *span, "--num-inference-steps", "40"], "runs fixed sigmas .* use the retake-guided flow"),
+        (["--pipeline", "retake-guided", "--video-path", str(source)], "retake-guided needs --video-path, --start"),
     ]
 
 

@@ -297,16 +297,18 @@ def attention_mask_of(args: argparse.Namespace) -> tuple[float, str | None]:
 
 
 def retake_of(args: argparse.Namespace) -> RetakeSpan | None:
-    """--video-path, --start-time and --end-time: all three, with --pipeline retake only."""
+    """--video-path, --start-time and --end-time: all three, with a flow that retakes a source video only."""
     given = {flag: value for flag, value in (("--video-path", args.video_path), ("--start-time", args.start_time),
                                              ("--end-time", args.end_time)) if value is not None}  # fmt: skip
-    if args.pipeline != "retake":
+    if not flows.get(args.pipeline).needs.source_video:
         if given:
-            raise ValueError(f"{', '.join(given)}: these belong to --pipeline retake.")
+            raise ValueError(f"{', '.join(given)}: these belong to --pipeline retake (or retake-guided).")
         return None
     if len(given) < 3:
         missing = sorted({"--video-path", "--start-time", "--end-time"} - set(given))
-        raise ValueError(f"--pipeline retake needs --video-path, --start-time and --end-time; missing {missing}.")
+        raise ValueError(
+            f"--pipeline {args.pipeline} needs --video-path, --start-time and --end-time; missing {missing}."
+        )
     return RetakeSpan(args.video_path, args.start_time, args.end_time)
 
 

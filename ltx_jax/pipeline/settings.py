@@ -100,8 +100,8 @@ class GenerationSettings:
         for name, value, fixed in given_distilled:
             if distilled and value is not None and value != fixed:
                 raise ValueError(
-                    f"{name} given: the {flow.name} flow runs fixed sigmas (8 + 3 steps) without guidance; "
-                    "leave it unset, or use the one-stage or two-stage flow."
+                    f"{name} given: the {flow.name} flow runs fixed sigmas without guidance; leave it unset, or "
+                    f"use the {' or '.join(_guided_alternatives(flow))} flow."
                 )
         given = {field: getattr(self, field) for field in _DEFAULTED}
         if flow.needs.source_video:
@@ -253,6 +253,12 @@ def _auto_duration_frames(
     if not (_is_number(frame_rate) and math.isfinite(frame_rate) and frame_rate > 0):
         return defaults.num_frames
     return most_frames((float(bounds[0]), float(bounds[1])), frame_rate)
+
+
+def _guided_alternatives(flow: flows.Flow) -> list[str]:
+    """The guided flows that need what `flow` needs (retake: retake-guided), else one-stage and two-stage."""
+    same = [name for name in flows.names() if flows.get(name).guided and flows.get(name).needs == flow.needs]
+    return same or ["one-stage", "two-stage"]
 
 
 def _or(value: object, default: object) -> object:

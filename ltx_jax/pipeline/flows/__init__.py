@@ -16,6 +16,7 @@ from ltx_jax.pipeline.flows import (
     ic_lora,
     keyframe_interpolation,
     retake,
+    retake_guided,
     ti2vid_one_stage,
     ti2vid_two_stages,
     ti2vid_two_stages_hq,
@@ -51,7 +52,7 @@ def names() -> tuple[str, ...]:
 
 for _module in (
     ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages_hq, distilled, keyframe_interpolation, ic_lora,
-    a2vid_two_stage, retake,
+    a2vid_two_stage, retake, retake_guided,
 ):  # fmt: skip
     register(_module.FLOW)
 
