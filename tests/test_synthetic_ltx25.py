@@ -15,6 +15,7 @@ from safetensors import safe_open
 
 from ltx_jax import LTXPipeline
 from ltx_jax.cli import generate
+from ltx_jax.pipeline import CheckpointFiles
 from ltx_jax.pipeline.prompts import TextEncoder
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "scripts"))
@@ -135,3 +136,26 @@ def test_upstreams_quick_start_runs_on_the_tiny_files(tiny, tmp_path, monkeypatc
     with av.open(str(out)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 9
         assert container.streams.audio[0].sample_rate == 48000  # the BigVGAN + BWE vocoder
+
+
+def test_a_gemma_3_of_its_own_enhances_prompts_for_gemma_4(tiny, tmp_path):
+    """LTX-2.5's Gemma 4 cannot generate text: `--prompt-enhancer-gemma-root` (1.2.0's `prompt_enhancer_gemma_root`)
+    names a Gemma 3 directory that rewrites the prompt, which Gemma 4 then encodes; without it the command says so
+    before anything is loaded."""
+    import synthetic_gemma  # noqa: PLC0415
+
+    root = tmp_path / "gemma-3"
+    synthetic_gemma.write_gemma(root, synthetic_gemma.gemma_config(1, tiny=True), 0, 2, 8 * 10**6)
+    split = {k: tiny[k] for k in ("transformer_path", "video_vae_path", "audio_vae_path", "text_encoder_path")}
+    text = TextEncoder.from_files(CheckpointFiles(**split, prompt_enhancer_gemma_root=root), flow="one-stage")
+    enhanced = text.enhance("A cow in the rain")
+    assert enhanced.strip()
+    assert enhanced != "A cow in the rain"
+    positive, _ = text.encode(enhanced)
+    assert positive.video.shape[-1] == 64  # the tiny DiT's context width
+    flags = [f"--{k.removesuffix('_path').replace('_', '-')}-path" for k in split]
+    argv = [x for flag, key in zip(flags, split, strict=True) for x in (flag, split[key])]
+    with pytest.raises(ValueError, match="add --prompt-enhancer-gemma-root GEMMA_DIR"):
+        generate.run(generate.parse_args(["--enhance-prompt", *argv]))
+    with pytest.raises(ValueError, match="--prompt-enhancer-gemma-root rewrites prompts for --enhance-prompt"):
+        generate.run(generate.parse_args(["--prompt-enhancer-gemma-root", str(root), *argv]))

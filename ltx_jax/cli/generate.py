@@ -51,7 +51,7 @@ CROSS_MODALITY = {"video": "a2v", "audio": "v2a"}  # the modality-guidance flag 
 CHECKPOINT_ONLY = ("gemma_root", "prompt_cache_dir", "spatial_upsampler_path", "distilled_lora", "lora")
 CHECKPOINT_ONLY += ("shard_weights", "dtype", "distilled_lora_strength_stage_1", "distilled_lora_strength_stage_2")
 CHECKPOINT_ONLY += ("quantization", "components_path", "video_vae_path", "audio_vae_path", "text_encoder_path")
-CHECKPOINT_ONLY += ("duration_head_path",)
+CHECKPOINT_ONLY += ("duration_head_path", "prompt_enhancer_gemma_root")
 
 
 def guidance_flags(parser: argparse.ArgumentParser, modality: str) -> None:
@@ -165,6 +165,10 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
     models.add_argument(
         "--duration-head-path", type=Path, help="LTX-2.5's duration head .safetensors (frames from the prompt: "
         "--auto-duration, the default without --num-frames)",
+    )  # fmt: skip
+    models.add_argument(
+        "--prompt-enhancer-gemma-root", type=Path, help="with --enhance-prompt: a Gemma 3 directory that rewrites the "
+        "prompts where the text encoder cannot (LTX-2.5's Gemma 4)",
     )  # fmt: skip
     models.add_argument("--prompt-cache-dir", type=Path, help="cache prompt contexts here (keyed by prompt + weights)")
     models.add_argument("--prompt-embeddings", type=Path, help=".npz with video/audio[/negative_video/negative_audio]")
@@ -332,6 +336,7 @@ def checkpoint_files(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Check
         text_encoder_path=args.text_encoder_path,
         duration_head_path=args.duration_head_path,
         gemma_root=args.gemma_root,
+        prompt_enhancer_gemma_root=args.prompt_enhancer_gemma_root,
         spatial_upsampler_path=args.spatial_upsampler_path,
         distilled_lora=None if args.distilled_lora is None else lora_of("--distilled-lora", args.distilled_lora),
         loras=tuple(lora_of("--lora", values) for values in args.lora or ()),
@@ -395,7 +400,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     head = files is not None and files.duration_head_path is not None
     # every generation argument checked before anything is built
     settings = settings.with_duration_head(args.pipeline, head).resolve(defaults, args.pipeline)
-    if args.enhance_prompt:
+    if args.enhance_prompt or args.prompt_enhancer_gemma_root is not None:
         check_enhance_prompt(args, files, settings)
     prompts, negative = prompts_of(args), args.negative_prompt
     if args.prompt_embeddings is not None:

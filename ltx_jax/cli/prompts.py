@@ -33,19 +33,24 @@ def load_prompt_embeddings(path: Path) -> tuple[Any, Any]:
 
 
 def check_enhance_prompt(args: argparse.Namespace, files: Any, settings: Any) -> None:  # noqa: ANN401
-    """--enhance-prompt's needs, before anything is loaded: text prompts, Gemma, the system prompts."""
+    """--enhance-prompt's needs (and --prompt-enhancer-gemma-root's), before anything is loaded: text prompts, a
+    Gemma 3, the system prompts."""
     from ltx_jax.text_encoders.gemma.prompt_enhancer import check_enhancement  # noqa: PLC0415
+
+    if not args.enhance_prompt:
+        raise ValueError("--prompt-enhancer-gemma-root rewrites prompts for --enhance-prompt: add it, or drop this.")
 
     if args.prompt_embeddings is not None:
         raise ValueError(
             "--enhance-prompt rewrites text prompts, and --prompt-embeddings gives encoded ones: drop one of them."
         )
-    if files is not None and files.gemma_root is None:
+    enhancer = None if files is None else files.prompt_enhancer_gemma_root or files.gemma_root
+    if files is not None and enhancer is None:
         raise ValueError(
-            "--enhance-prompt runs Gemma 3: add --gemma-root GEMMA_DIR (gemma-3-12b-it); LTX-2.5's Gemma 4 text "
-            "encoder (--text-encoder-path) cannot generate text."
+            "--enhance-prompt runs Gemma 3, and LTX-2.5's Gemma 4 text encoder (--text-encoder-path) cannot generate "
+            "text: add --prompt-enhancer-gemma-root GEMMA_DIR (gemma-3-12b-it)."
         )
-    check_enhancement(None if files is None else files.gemma_root, with_image=bool(settings.images))
+    check_enhancement(enhancer, with_image=bool(settings.images))
 
 
 def prompts_of(args: argparse.Namespace) -> list[str]:

@@ -67,6 +67,8 @@ class CheckpointFiles:
             caller passes `PromptEmbeddings`.
         text_encoder_path: instead of `gemma_root`, a text encoder packed in one `.safetensors` (LTX-2.5's
             Gemma 4 file, with its tokenizer and the feature extractor's projections).
+        prompt_enhancer_gemma_root: a Gemma 3 directory that enhances prompts (`enhance_prompt`) where the text
+            encoder cannot generate text (LTX-2.5's Gemma 4); None: the text encoder's own Gemma 3.
         spatial_upsampler_path: the 2x latent upsampler `.safetensors` (the two-stage flows).
         duration_head_path: LTX-2.5's duration head `.safetensors`: with it, a generation without num_frames
             takes the frame count it predicts from the prompt (`GenerationSettings.auto_duration`).
@@ -104,6 +106,7 @@ class CheckpointFiles:
     audio_vae_path: PathLike | None = None
     text_encoder_path: PathLike | None = None
     duration_head_path: PathLike | None = None
+    prompt_enhancer_gemma_root: PathLike | None = None
 
     def check(self, flow: str | Flow) -> None:
         """Raises `ValueError`/`FileNotFoundError` naming the argument and the fix; reads file headers only."""
@@ -180,6 +183,12 @@ class CheckpointFiles:
             raise FileNotFoundError(f"gemma_root={os.fspath(self.gemma_root)!r} is not a directory (Gemma weights).")
         if self.text_encoder_path is not None:
             _check_file("text_encoder_path", self.text_encoder_path, ".safetensors")
+        root = self.prompt_enhancer_gemma_root
+        if root is not None and not Path(root).is_dir():
+            raise FileNotFoundError(
+                f"prompt_enhancer_gemma_root (--prompt-enhancer-gemma-root) {os.fspath(root)!r} is not a directory "
+                "(a Gemma 3 model directory, e.g. gemma-3-12b-it)."
+            )
 
     def _check_converted(self, flow: Flow) -> None:
         manifest = converted_manifest(self.dit_path())  # a directory convert_checkpoint wrote
@@ -408,4 +417,5 @@ def _gemma_prompt_encoder(files: CheckpointFiles, config: dict[str, Any], tensor
         cache_dir=files.prompt_cache_dir if jax.process_count() == 1 else None,
         ltx_checkpoint_path=files.components(),
         ltx_metadata=SafetensorsFile(files.components()).metadata,
+        enhancer_root=files.prompt_enhancer_gemma_root,
     )

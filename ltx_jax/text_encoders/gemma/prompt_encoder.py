@@ -72,7 +72,8 @@ class PromptEncoder:
             if self._make_enhancer is None:
                 raise ValueError(
                     "this prompt encoder has no prompt enhancer: it was built without make_enhancer, or its text "
-                    "encoder is LTX-2.5's Gemma 4, which cannot generate text."
+                    "encoder is LTX-2.5's Gemma 4, which cannot generate text: give a Gemma 3 directory as "
+                    "prompt_enhancer_gemma_root (--prompt-enhancer-gemma-root)."
                 )
             self._enhancer = self._make_enhancer()
         return self._enhancer
@@ -115,6 +116,7 @@ def build_prompt_encoder(
     ltx_checkpoint_path: str | os.PathLike | None = None,
     ltx_metadata: Mapping[str, str] | None = None,
     max_length: int = TOKENIZER_MAX_LENGTH,
+    enhancer_root: str | os.PathLike | None = None,
 ) -> PromptEncoder:
     """Gemma from `gemma_root` (split over `mesh` if given) + the embeddings processor of an LTX
     checkpoint (`ltx_config`: its parsed metadata config; `ltx_tensors`: its key -> tensor mapping).
@@ -124,6 +126,8 @@ def build_prompt_encoder(
     `ltx_metadata` (the transformer file's raw metadata) the two are checked to belong together
     (`check_gemma_version`). With `cache_dir`, contexts are cached per prompt; the cache key includes the
     identity of `gemma_root` and of `ltx_checkpoint_path` (required then: the processor weights live there).
+    Prompts are enhanced by `enhancer_root`'s Gemma 3, loaded when first asked for (as 1.2.0's
+    `prompt_enhancer_gemma_root`), else by `gemma_root`'s own Gemma 3 on the encoder's weights.
     """
     if cache_dir is not None and ltx_checkpoint_path is None:
         raise ValueError("cache_dir needs ltx_checkpoint_path: the cache key must name the processor's weights.")
@@ -161,8 +165,16 @@ def build_prompt_encoder(
         identity = checkpoint_identity(Path(gemma_root), Path(ltx_checkpoint_path))
         cache = PromptCache(cache_dir, checkpoint_id=identity, max_length=max_length)
     enhancer = None
-    if assets is None:  # Gemma 4 unified has no text generation to enhance prompts with
+    if enhancer_root is not None:
+        enhancer = functools.partial(_separate_enhancer, enhancer_root, options)
+    elif assets is None:  # Gemma 4 unified has no text generation to enhance prompts with
         enhancer = functools.partial(
             PromptEnhancer.from_root, gemma_root, text_encoder, mesh=mesh, param_dtype=gemma_dtype
         )
     return PromptEncoder(text_encoder, processor, cache, make_enhancer=enhancer)
+
+
+def _separate_enhancer(root: str | os.PathLike, options: Mapping[str, Any]) -> PromptEnhancer:
+    """A Gemma 3 of its own (`root`) as the prompt rewriter, its weights split as the encoder's (`options`)."""
+    text_encoder = GemmaTextEncoder.from_root(root, **options)
+    return PromptEnhancer.from_root(root, text_encoder, mesh=options["mesh"], param_dtype=options["param_dtype"])
