@@ -15,10 +15,10 @@ from safetensors import safe_open
 
 from ltx_jax import LTXPipeline
 from ltx_jax.cli import generate
-from ltx_jax.pipeline import CheckpointFiles
 from ltx_jax.pipeline.prompts import TextEncoder
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "scripts"))
+import synthetic_gemma  # noqa: E402
 import synthetic_ltx25  # noqa: E402
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "ltx25"
@@ -89,9 +89,12 @@ def test_files_have_upstreams_names_and_metadata(tiny):
 
 
 def test_upstreams_quick_start_runs_on_the_tiny_files(tiny, tmp_path, monkeypatch):
-    """ltx-pipelines 1.2.0's README command (`ltx_pipelines.distilled` on the split files), flag for flag, with the
-    duration head choosing the length, end to end in bf16: LTX-2.5's defaults, Gemma 4 encodes the prompt and is
+    """ltx-pipelines 1.2.0's README command (`ltx_pipelines.distilled` on the split files), flag for flag, with
+    two more of its flags (the duration head choosing the length; the prompt enhanced by a Gemma 3 of its own,
+    which Gemma 4 cannot be), end to end in bf16: LTX-2.5's defaults, Gemma 4 encodes the enhanced prompt and is
     freed before the DiT is loaded, stage 1 at half size, the upsampler, stage 2, decoding, the mp4."""
+    enhancer = tmp_path / "gemma-3"
+    synthetic_gemma.write_gemma(enhancer, synthetic_gemma.gemma_config(1, tiny=True), 0, 2, 8 * 10**6)
     encoders, text_encoder_alive_at_load = [], []
     load_text, load_pipeline = TextEncoder.from_files.__func__, LTXPipeline.from_files.__func__
 
@@ -115,6 +118,7 @@ def test_upstreams_quick_start_runs_on_the_tiny_files(tiny, tmp_path, monkeypatc
             "--video-vae-path", tiny["video_vae_path"], "--audio-vae-path", tiny["audio_vae_path"],
             "--spatial-upsampler-path", tiny["spatial_upsampler_path"],
             "--duration-head-path", tiny["duration_head_path"], "--auto-duration", "0.3", "0.4",
+            "--enhance-prompt", "--prompt-enhancer-gemma-root", str(enhancer),
             "--height", "128", "--width", "128", "--prompt", "A cow in the rain", "--output-path", str(out),
         ]))  # fmt: skip
     # the upsampler, stage 2's DiT programs, the video's tiles and the audio decoder compiled while stage 1
@@ -126,6 +130,9 @@ def test_upstreams_quick_start_runs_on_the_tiny_files(tiny, tmp_path, monkeypatc
     main_dit = [name for thread, name in threads.compiled if name in dit_programs and thread == "MainThread"]
     assert main_dit == dit_programs
     assert "LTX-2.5" in info["weights"]
+    (enhanced,) = info["enhanced"]
+    assert enhanced.strip()
+    assert enhanced != "A cow in the rain"
     assert text_encoder_alive_at_load == [[False, None]]  # one Gemma 4, freed; the pipeline loads without it
     (video,) = info["videos"]
     settings = video["output"].settings
@@ -138,24 +145,13 @@ def test_upstreams_quick_start_runs_on_the_tiny_files(tiny, tmp_path, monkeypatc
         assert container.streams.audio[0].sample_rate == 48000  # the BigVGAN + BWE vocoder
 
 
-def test_a_gemma_3_of_its_own_enhances_prompts_for_gemma_4(tiny, tmp_path):
-    """LTX-2.5's Gemma 4 cannot generate text: `--prompt-enhancer-gemma-root` (1.2.0's `prompt_enhancer_gemma_root`)
-    names a Gemma 3 directory that rewrites the prompt, which Gemma 4 then encodes; without it the command says so
-    before anything is loaded."""
-    import synthetic_gemma  # noqa: PLC0415
-
-    root = tmp_path / "gemma-3"
-    synthetic_gemma.write_gemma(root, synthetic_gemma.gemma_config(1, tiny=True), 0, 2, 8 * 10**6)
+def test_enhancement_on_gemma_4_needs_a_gemma_3_of_its_own(tiny, tmp_path, no_model_building):
+    """Without `--prompt-enhancer-gemma-root` the command says what to add before anything is loaded (the quick
+    start above enhances with one), and the flag alone is refused too."""
     split = {k: tiny[k] for k in ("transformer_path", "video_vae_path", "audio_vae_path", "text_encoder_path")}
-    text = TextEncoder.from_files(CheckpointFiles(**split, prompt_enhancer_gemma_root=root), flow="one-stage")
-    enhanced = text.enhance("A cow in the rain")
-    assert enhanced.strip()
-    assert enhanced != "A cow in the rain"
-    positive, _ = text.encode(enhanced)
-    assert positive.video.shape[-1] == 64  # the tiny DiT's context width
-    flags = [f"--{k.removesuffix('_path').replace('_', '-')}-path" for k in split]
-    argv = [x for flag, key in zip(flags, split, strict=True) for x in (flag, split[key])]
+    argv = [x for key, path in split.items() for x in (f"--{key.removesuffix('_path').replace('_', '-')}-path", path)]
+    argv += ["--output-path", str(tmp_path / "x.mp4")]
     with pytest.raises(ValueError, match="add --prompt-enhancer-gemma-root GEMMA_DIR"):
         generate.run(generate.parse_args(["--enhance-prompt", *argv]))
     with pytest.raises(ValueError, match="--prompt-enhancer-gemma-root rewrites prompts for --enhance-prompt"):
-        generate.run(generate.parse_args(["--prompt-enhancer-gemma-root", str(root), *argv]))
+        generate.run(generate.parse_args(["--prompt-enhancer-gemma-root", str(tmp_path), *argv]))
