@@ -4,11 +4,15 @@
 # (`make_synthetic_checkpoint.py --model 2.5`: the 22B transformer, Gemma 4 12B with the projection, the conv
 # video VAE, the audio VAE, the duration head, the x2 upsampler, the LoRA; about 76 GB, all in /dev/shm, which
 # the disk cannot hold). Twice, each in its own process: cold (an empty compilation cache) and warm (the cache
-# the cold run filled). ltx-pipelines 1.2.0 is not run here (it needs transformers 5.14.1 beside the image's).
+# the cold run filled). With REFERENCE=1, ltx-pipelines 1.2.0 runs the same command on the same files before and
+# after them (`python -m ltx_pipelines.distilled`, each in its own process: it has no compilation cache, so the
+# second shows what a warm page cache gives it).
 #
 #   run carries .whl (ltx-core 1.0.0 for the writer's builders, orbax-checkpoint 0.12.8, av; see
-#   compile_ahead_plan.sh for the download commands):
-#     bash benchmarks/device/ltx25_quick_start.sh          (timeout_s 600)
+#   compile_ahead_plan.sh for the download commands) and, for REFERENCE=1, .whl12: ltx-core and ltx-pipelines
+#   1.2.0 built from the LTX-2 repository (`pip wheel --no-deps packages/ltx-core packages/ltx-pipelines`),
+#   transformers 5.14.1 (the image's 5.17 cannot build 1.2.0's Gemma 4) and openimageio (cp312 manylinux):
+#     REFERENCE=1 bash benchmarks/device/ltx25_quick_start.sh          (timeout_s 600)
 #
 # A tiny write comes first (seconds), so that a writer that does not run on the image stops the call before the
 # big files. Writes under $OUT: summary.txt (the files' sizes and time, each run's generate.py summary and wall
@@ -20,7 +24,7 @@ CACHE=/tmp/compile_cache_ltx25
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>&1 |
     grep -v "already exists"
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 {
     date -u
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -54,8 +58,22 @@ QUICK_START=(
     --spatial-upsampler-path "$(manifest spatial_upsampler_path)"
     --prompt "A cow in a green pasture looks up as rain starts to fall" --output-path /tmp/quick_start.mp4
 )
+reference() {
+    start=$(date +%s.%N)
+    PYTHONPATH=/tmp/site12:/tmp/site python3 -m ltx_pipelines.distilled "${QUICK_START[@]:4}" > /tmp/ref.txt 2>&1
+    code=$?
+    wall=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+    echo "== reference $1: exit $code, process wall $wall s" | tee -a "$OUT/summary.txt"
+    { echo "== reference $1"; tail -c 20000 /tmp/ref.txt; } >> "$OUT/logs.txt"
+    ((code == 0)) || { tail -5 /tmp/ref.txt; status=2; }
+}
 rm -rf "$CACHE"
 status=0
+if [[ -n "${REFERENCE:-}" ]]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site12 .whl12/*.whl 2>&1 |
+        grep -v "already exists"
+    reference first
+fi
 for run in cold warm; do
     start=$(date +%s.%N)
     python3 scripts/generate.py "${QUICK_START[@]}" --compile-cache-dir "$CACHE" > /tmp/run.txt 2> /tmp/run.err
@@ -68,4 +86,5 @@ for run in cold warm; do
     { echo "== $run"; tail -c 20000 /tmp/run.err; } >> "$OUT/logs.txt"
     ((code == 0)) || status=2
 done
+[[ -z "${REFERENCE:-}" ]] || reference second
 exit $status
