@@ -229,6 +229,8 @@ def test_writer_is_deterministic_and_leaves_nothing_behind_on_failure(tmp_path):
     assert not list(tmp_path.glob("y.safetensors*"))
     with pytest.raises(ValueError, match="layers must be a positive layer count"):
         synthetic.make_synthetic_checkpoint(tmp_path, layers=0)
+    with pytest.raises(ValueError, match="model must be one of 2.3, 2.5, got '2.4'"):
+        synthetic.make_synthetic_checkpoint(tmp_path, model="2.4")
 
 
 # Two prompts: two Gemma encodings and four DiT forwards, each a chain of 48 programs over the mesh. Before

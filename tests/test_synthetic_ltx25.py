@@ -155,3 +155,6 @@ def test_enhancement_on_gemma_4_needs_a_gemma_3_of_its_own(tiny, tmp_path, no_mo
         generate.run(generate.parse_args(["--enhance-prompt", *argv]))
     with pytest.raises(ValueError, match="--prompt-enhancer-gemma-root rewrites prompts for --enhance-prompt"):
         generate.run(generate.parse_args(["--prompt-enhancer-gemma-root", str(tmp_path), *argv]))
+    missing = ["--enhance-prompt", "--prompt-enhancer-gemma-root", str(tmp_path / "missing")]
+    with pytest.raises(FileNotFoundError, match=r"--prompt-enhancer-gemma-root\) '.*missing' is not a directory"):
+        generate.run(generate.parse_args([*missing, *argv]))
