@@ -68,15 +68,20 @@ def ltx25_config(layers: int | None = None, *, tiny: bool = False) -> dict[str, 
     return config
 
 
+def _ff_bias_flag(name: str) -> str:
+    """The config flag that keeps this feed-forward bias: the text connectors', the audio stream's or the video's."""
+    if "_embeddings_connector." in name:
+        return "connector_ff_bias"
+    return "audio_ff_bias" if ".audio_ff." in name else "ff_bias"
+
+
 def ltx25_transformer(planned: Mapping[str, Planned], transformer: Mapping[str, Any]) -> dict[str, Planned]:
     """2.3's `model.diffusion_model.*` tensors made LTX-2.5's for the `transformer` config section."""
     out = {}
     for key, tensor in planned.items():
         name = key.removeprefix(ltx23.DIT_PREFIX)
-        if _FF_BIAS.search(name):
-            owner = "connector" if "_embeddings_connector." in name else "audio" if ".audio_ff." in name else ""
-            if not transformer.get(f"{owner}_ff_bias".lstrip("_"), True):
-                continue
+        if _FF_BIAS.search(name) and not transformer.get(_ff_bias_flag(name), True):
+            continue
         if name.startswith(_PROMPT_ADALN) and not transformer.get("use_prompt_adaln_single", True):
             continue
         out[key] = tensor
