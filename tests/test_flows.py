@@ -23,8 +23,8 @@ TOY_SIGMAS = (1.0, 0.6, 0.25, 0.0)
 
 
 def toy_plan(request, _geometry):
-    """One unguided stage at the full size over three steps of its own sigmas."""
-    return Plan((Stage(description="toy", downscale=1, sigmas=TOY_SIGMAS),))
+    """One unguided stage at the full size over three steps of its own sigmas, with gradient estimation."""
+    return Plan((Stage(description="toy", downscale=1, sigmas=TOY_SIGMAS, sampler="gradient_estimation"),))
 
 
 TOY = Flow(
@@ -59,6 +59,7 @@ def test_a_registered_flow_runs_end_to_end_and_follows_its_plan(toy_pipe):
     by_hand = denoise_audio_video(
         parts.transformer, VideoPixelShape(1, 9, 64, 96, 24.0), np.asarray(TOY_SIGMAS, np.float32),
         jax.random.key(5), prompt, geometry=parts.geometry, dtype=parts.dtype, description="toy",
+        sampler="gradient_estimation",
     )  # fmt: skip
     for mine, expected in zip(by_flow, by_hand, strict=True):
         np.testing.assert_array_equal(np.asarray(mine), np.asarray(expected))

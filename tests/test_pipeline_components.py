@@ -27,9 +27,10 @@ from ltx_jax.pipeline import conditioning, patchifiers, pipelines, requests
 from ltx_jax.pipeline.defaults import reference_guidance
 from ltx_jax.pipeline.diffusion_steps import add_noise, euler_step
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams, combine, guidance_passes
+from ltx_jax.pipeline.samplers import euler_denoising_loop, gradient_estimating_euler_denoising_loop
 from ltx_jax.pipeline.schedulers import ltx2_sigmas
 from ltx_jax.pipeline.stages import LatentGeometry, PromptEmbeddings, _initial_states
-from ltx_jax.pipeline.types import AudioLatentShape, VideoLatentShape, VideoPixelShape
+from ltx_jax.pipeline.types import AudioLatentShape, LatentState, VideoLatentShape, VideoPixelShape
 
 VIDEO_SHAPE = VideoLatentShape(batch=2, channels=4, frames=3, height=2, width=5)
 AUDIO_SHAPE = AudioLatentShape(batch=2, channels=2, frames=7, mel_bins=3)
@@ -391,3 +392,48 @@ def test_res2s_rounds_its_float64_latents_as_torch_does():
     np.testing.assert_array_equal(
         np.asarray(ours.latent, np.float32), torch.from_numpy(x).to(torch.bfloat16).float().numpy()
     )
+
+
+def test_gradient_estimation_loop_equals_reference():
+    """ltx-pipelines' `gradient_estimating_euler_denoising_loop` (1.0.0; 1.2.0's differs only in allowing an absent
+    stream) with the same x0 function: video with a conditioned token, audio, gamma 2, the last step to 0; and it
+    is not plain Euler."""
+    from torchaudio_stand_in import torchaudio_stand_in  # noqa: PLC0415
+
+    with torchaudio_stand_in():
+        from ltx_pipelines.utils.samplers import gradient_estimating_euler_denoising_loop as reference_loop  # noqa: PLC0415
+
+    rng = np.random.default_rng(3)
+    sigmas = np.array([1.0, 0.85, 0.6, 0.3, 0.0], np.float32)
+    states = []
+    for tokens in (6, 4):
+        latent, clean = (rng.standard_normal((1, tokens, 8)).astype(np.float32) for _ in range(2))
+        mask = np.ones((1, tokens, 1), np.float32)
+        mask[:, 0] = 0.0 if tokens == 6 else 1.0  # the video's first token is conditioning
+        states.append((latent, mask, clean))
+
+    def x0(latent: np.ndarray, sigma: float) -> np.ndarray:
+        return np.tanh(0.7 * latent + sigma).astype(np.float32) * 0.9
+
+    def reference_x0(video, audio, torch_sigmas, step):
+        return tuple(torch.from_numpy(x0(s.latent.numpy(), float(torch_sigmas[step]))) for s in (video, audio))
+
+    def denoiser(video, audio, sigma, step):
+        return tuple(jnp.asarray(x0(np.asarray(state.latent), sigma)) for state in (video, audio))
+
+    def ours(loop):
+        initial = (
+            LatentState(*(jnp.asarray(a) for a in (latent, mask, np.zeros(1), clean))) for latent, mask, clean in states
+        )
+        return loop(sigmas, *initial, denoiser, progress=False)
+
+    torch_states = [
+        TorchLatentState(*(torch.from_numpy(a) for a in (latent, mask, np.zeros(1, np.float32), clean)))
+        for latent, mask, clean in states
+    ]
+    expected = reference_loop(
+        torch.from_numpy(sigmas), *torch_states, stepper=EulerDiffusionStep(), denoise_fn=reference_x0, ge_gamma=2.0
+    )
+    for mine, theirs in zip(ours(gradient_estimating_euler_denoising_loop), expected, strict=True):
+        assert relative_error(np.asarray(mine.latent), theirs.latent) <= ELEMENTWISE
+    assert relative_error(np.asarray(ours(euler_denoising_loop)[0].latent), expected[0].latent) > 1e-3

@@ -1,4 +1,5 @@
-"""The Euler denoising loops over a sigma schedule, with a progress bar: deterministic and ancestral.
+"""The Euler denoising loops over a sigma schedule, with a progress bar: deterministic, ancestral, and with
+gradient estimation.
 
 Sources: `ltx_pipelines/utils/samplers.py::euler_denoising_loop`: at each step the denoiser's x0 is
 blended with the conditioning (`post_process_latent`) and an Euler step moves the latent from
@@ -21,6 +22,7 @@ from ltx_jax.pipeline.diffusion_steps import euler_step, post_process_latent
 from ltx_jax.pipeline.types import LatentState
 
 Denoiser = Callable[[LatentState | None, LatentState | None, float, int], tuple[jax.Array | None, jax.Array | None]]
+GE_GAMMA = 2.0  # ltx-pipelines' default gradient-estimation coefficient
 
 
 def _advance(state: LatentState, denoised: jax.Array, sigma: jax.Array, sigma_next: jax.Array) -> LatentState:
@@ -88,6 +90,65 @@ def euler_ancestral_denoising_loop(
     if video is not None:
         jax.block_until_ready(video.latent)
     return video, audio
+
+
+def gradient_estimating_euler_denoising_loop(
+    sigmas: Sequence[float] | np.ndarray,
+    video: LatentState | None,
+    audio: LatentState | None,
+    denoiser: Denoiser,
+    *,
+    ge_gamma: float = GE_GAMMA,
+    description: str = "denoising",
+    progress: bool = True,
+) -> tuple[LatentState | None, LatentState | None]:
+    """`euler_denoising_loop` with gradient estimation (ltx-pipelines' `gradient_estimating_euler_denoising_loop`,
+    https://openreview.net/pdf?id=o2ND9v0CeK): from the second step on, each stream steps along
+    `previous + ge_gamma * (velocity - previous)` instead of its velocity; the step to sigma 0 takes the
+    prediction itself. Fewer steps (20-30 instead of 40) for the same quality, upstream says."""
+    sigmas = _checked(sigmas)
+    velocities: list[jax.Array | None] = [None, None]
+    for step in tqdm(range(len(sigmas) - 1), desc=description, unit="step", disable=not progress):
+        sigma, sigma_next = sigmas[step], sigmas[step + 1]
+        x0 = denoiser(video, audio, float(sigma), step)
+        states = []
+        for modality, (state, denoised) in enumerate(zip((video, audio), x0, strict=True)):
+            if state is None:
+                states.append(None)
+                continue
+            latent, velocities[modality] = _gradient_estimating_step(
+                state, denoised, sigma, sigma_next, velocities[modality], ge_gamma=ge_gamma, final=bool(sigma_next == 0)
+            )
+            states.append(state.replace(latent=latent))
+        video, audio = states
+    if video is not None:
+        jax.block_until_ready(video.latent)
+    return video, audio
+
+
+@functools.partial(jax.jit, static_argnames=("ge_gamma", "final"))
+def _gradient_estimating_step(
+    state: LatentState,
+    denoised: jax.Array,
+    sigma: jax.Array,
+    sigma_next: jax.Array,
+    previous: jax.Array | None,
+    *,
+    ge_gamma: float,
+    final: bool,
+) -> tuple[jax.Array, jax.Array]:
+    """The next latent and this step's velocity, in the reference's roundings: velocities and the corrected
+    prediction in the latent's dtype (`to_velocity`, `to_denoised`), computed in float32."""
+    f32, dtype = jnp.float32, state.latent.dtype
+    denoised = post_process_latent(denoised, state.denoise_mask, state.clean_latent)
+    sample, sigma = state.latent.astype(f32), jnp.asarray(sigma, f32)
+    velocity = ((sample - denoised.astype(f32)) / sigma).astype(dtype)
+    if final:
+        return denoised, velocity
+    if previous is not None:
+        total = previous + ge_gamma * (velocity - previous)  # in the latent's dtype, as the reference
+        denoised = (sample - total.astype(f32) * sigma).astype(dtype)
+    return euler_step(state.latent, denoised, sigma, sigma_next), velocity
 
 
 def ancestral_noise(key: jax.Array, step: int, modality: int, latent: jax.Array) -> jax.Array:

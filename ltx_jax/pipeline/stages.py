@@ -24,10 +24,14 @@ from ltx_jax.pipeline.denoisers import Forward, GuidedDenoiser
 from ltx_jax.pipeline.diffusion_steps import add_noise
 from ltx_jax.pipeline.guiders import MultiModalGuiderParams
 from ltx_jax.pipeline.res2s import res2s_denoising_loop
-from ltx_jax.pipeline.samplers import euler_ancestral_denoising_loop, euler_denoising_loop
+from ltx_jax.pipeline.samplers import (
+    euler_ancestral_denoising_loop,
+    euler_denoising_loop,
+    gradient_estimating_euler_denoising_loop,
+)
 from ltx_jax.pipeline.types import AudioLatentShape, LatentState, VideoLatentShape, VideoPixelShape
 
-Sampler = Literal["euler", "euler_ancestral", "res2s"]
+Sampler = Literal["euler", "euler_ancestral", "res2s", "gradient_estimation"]
 # The ancestral sampler's noise comes from the stage's key folded with this (the reference seeds its
 # generator with seed + 10000, so that its first draw is not the initial noise's).
 ANCESTRAL_NOISE_STREAM = 10000
@@ -91,8 +95,9 @@ def denoise_audio_video(
 ) -> tuple[jax.Array | None, jax.Array | None]:
     """Denoises from noise (or a noised initial latent) along `sigmas`, guided per `guidance` against
     the `negative` prompt's embeddings (needed when a cfg scale is not 1), with the Euler sampler, the
-    ancestral one (its noise from `key` folded with `ANCESTRAL_NOISE_STREAM`) or res_2s (`res2s.py`, the
-    HQ flow's). `conditionings` apply to the video state, `audio_conditionings` to the audio's, before
+    ancestral one (its noise from `key` folded with `ANCESTRAL_NOISE_STREAM`), res_2s (`res2s.py`, the
+    HQ flow's) or Euler with gradient estimation (ltx-pipelines' option; a flow's stage may choose it).
+    `conditionings` apply to the video state, `audio_conditionings` to the audio's, before
     the noise (e.g. `keep_all`: the audio stays `initial_audio_latent`). A stream `frozen` (video,
     audio) is noised as given, then denoised nowhere (mask 0) and seen by the DiT at sigma 0.
 
@@ -112,7 +117,8 @@ def denoise_audio_video(
             sigmas, video, audio, denoiser, noise_key, description=description
         )
     else:
-        loop = res2s_denoising_loop if sampler == "res2s" else euler_denoising_loop
+        loops = {"res2s": res2s_denoising_loop, "gradient_estimation": gradient_estimating_euler_denoising_loop}
+        loop = loops.get(sampler, euler_denoising_loop)
         video, audio = loop(sigmas, video, audio, denoiser, description=description)
     video_latent = audio_latent = None
     if video is not None:

@@ -31,7 +31,8 @@ class Stage:
         downscale: the stage runs at the request's height and width divided by this.
         sigmas: the noise levels, first to last (0).
         guidance: the guidance of this pass (`Guidance()`: the conditional pass only).
-        sampler: "euler", "euler_ancestral" or "res2s".
+        sampler: "euler", "euler_ancestral", "res2s" or "gradient_estimation" (Euler with gradient
+            estimation, ltx-pipelines' `gradient_estimating_euler_denoising_loop`, gamma 2).
         weights: "stage_1" runs `Components.transformer`, "stage_2" `Components.stage_2_transformer`
             (the DiT with the distilled LoRA; the plain DiT where that is None).
         initial_video: "noise"; "upsampled", the previous stage's video through the x2 upsampler;
