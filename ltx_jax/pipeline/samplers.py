@@ -25,10 +25,34 @@ Denoiser = Callable[[LatentState | None, LatentState | None, float, int], tuple[
 GE_GAMMA = 2.0  # ltx-pipelines' default gradient-estimation coefficient
 
 
-def _advance(state: LatentState, denoised: jax.Array, sigma: jax.Array, sigma_next: jax.Array) -> LatentState:
-    """The state one Euler step on. Only the latent goes through the program: the rest of the state stays
-    as it was (a host denoise mask stays on the host, where the denoiser reads it)."""
-    return state.replace(latent=_advanced_latent(state, denoised, sigma, sigma_next))
+# One stream's step: (step, modality (video 0, audio 1), state, its x0, sigma, next sigma) -> the next latent.
+StreamStep = Callable[[int, int, LatentState, jax.Array, np.float32, np.float32], jax.Array]
+
+
+def _stream_by_stream_loop(
+    sigmas: Sequence[float] | np.ndarray,
+    video: LatentState | None,
+    audio: LatentState | None,
+    denoiser: Denoiser,
+    step_stream: StreamStep,
+    *,
+    description: str,
+    progress: bool,
+) -> tuple[LatentState | None, LatentState | None]:
+    """`len(sigmas) - 1` steps: the denoiser's x0 for both streams, then `step_stream` for each stream present
+    (video, then audio). Only the latent changes: the rest of a state stays as it was (a host denoise mask stays
+    on the host, where the denoiser reads it)."""
+    sigmas = _checked(sigmas)
+    for step in tqdm(range(len(sigmas) - 1), desc=description, unit="step", disable=not progress):
+        sigma, sigma_next = sigmas[step], sigmas[step + 1]
+        x0 = denoiser(video, audio, float(sigma), step)
+        video, audio = [
+            None if state is None else state.replace(latent=step_stream(step, modality, state, x, sigma, sigma_next))
+            for modality, (state, x) in enumerate(zip((video, audio), x0, strict=True))
+        ]
+    if video is not None:
+        jax.block_until_ready(video.latent)
+    return video, audio
 
 
 @jax.jit
@@ -47,15 +71,15 @@ def euler_denoising_loop(
     progress: bool = True,
 ) -> tuple[LatentState | None, LatentState | None]:
     """Runs `len(sigmas) - 1` steps; returns the final video and audio states."""
-    sigmas = _checked(sigmas)
-    for step in tqdm(range(len(sigmas) - 1), desc=description, unit="step", disable=not progress):
-        sigma, sigma_next = sigmas[step], sigmas[step + 1]
-        x0_video, x0_audio = denoiser(video, audio, float(sigma), step)
-        video = None if video is None else _advance(video, x0_video, sigma, sigma_next)
-        audio = None if audio is None else _advance(audio, x0_audio, sigma, sigma_next)
-    if video is not None:
-        jax.block_until_ready(video.latent)
-    return video, audio
+
+    def step_stream(
+        step: int, modality: int, state: LatentState, denoised: jax.Array, sigma: np.float32, sigma_next: np.float32
+    ) -> jax.Array:
+        return _advanced_latent(state, denoised, sigma, sigma_next)
+
+    return _stream_by_stream_loop(
+        sigmas, video, audio, denoiser, step_stream, description=description, progress=progress
+    )
 
 
 def euler_ancestral_denoising_loop(
@@ -73,23 +97,17 @@ def euler_ancestral_denoising_loop(
     """`len(sigmas) - 1` ancestral Euler steps (`eta` 0: the deterministic loop's arithmetic, no noise);
     the noise of step `i` comes from `key` (`ancestral_noise`), video then audio; the last step to
     sigma 0 takes the prediction itself. Returns the final video and audio states."""
-    sigmas = _checked(sigmas)
-    for step in tqdm(range(len(sigmas) - 1), desc=description, unit="step", disable=not progress):
-        sigma, sigma_next = sigmas[step], sigmas[step + 1]
-        x0 = denoiser(video, audio, float(sigma), step)
-        states = []
-        for modality, (state, denoised) in enumerate(zip((video, audio), x0, strict=True)):
-            if state is None:
-                states.append(None)
-                continue
-            final = bool(sigma_next == 0)
-            noise = None if final or eta == 0 else ancestral_noise(key, step, modality, state.latent)
-            latent = _ancestral_latent(state, denoised, sigma, sigma_next, noise, eta=eta, s_noise=s_noise, final=final)
-            states.append(state.replace(latent=latent))
-        video, audio = states
-    if video is not None:
-        jax.block_until_ready(video.latent)
-    return video, audio
+
+    def step_stream(
+        step: int, modality: int, state: LatentState, denoised: jax.Array, sigma: np.float32, sigma_next: np.float32
+    ) -> jax.Array:
+        final = bool(sigma_next == 0)
+        noise = None if final or eta == 0 else ancestral_noise(key, step, modality, state.latent)
+        return _ancestral_latent(state, denoised, sigma, sigma_next, noise, eta=eta, s_noise=s_noise, final=final)
+
+    return _stream_by_stream_loop(
+        sigmas, video, audio, denoiser, step_stream, description=description, progress=progress
+    )
 
 
 def gradient_estimating_euler_denoising_loop(
@@ -106,24 +124,20 @@ def gradient_estimating_euler_denoising_loop(
     https://openreview.net/pdf?id=o2ND9v0CeK): from the second step on, each stream steps along
     `previous + ge_gamma * (velocity - previous)` instead of its velocity; the step to sigma 0 takes the
     prediction itself. Fewer steps (20-30 instead of 40) for the same quality, upstream says."""
-    sigmas = _checked(sigmas)
-    velocities: list[jax.Array | None] = [None, None]
-    for step in tqdm(range(len(sigmas) - 1), desc=description, unit="step", disable=not progress):
-        sigma, sigma_next = sigmas[step], sigmas[step + 1]
-        x0 = denoiser(video, audio, float(sigma), step)
-        states = []
-        for modality, (state, denoised) in enumerate(zip((video, audio), x0, strict=True)):
-            if state is None:
-                states.append(None)
-                continue
-            latent, velocities[modality] = _gradient_estimating_step(
-                state, denoised, sigma, sigma_next, velocities[modality], ge_gamma=ge_gamma, final=bool(sigma_next == 0)
-            )
-            states.append(state.replace(latent=latent))
-        video, audio = states
-    if video is not None:
-        jax.block_until_ready(video.latent)
-    return video, audio
+    velocities: list[jax.Array | None] = [None, None]  # each stream's previous velocity
+
+    def step_stream(
+        step: int, modality: int, state: LatentState, denoised: jax.Array, sigma: np.float32, sigma_next: np.float32
+    ) -> jax.Array:
+        final = bool(sigma_next == 0)
+        latent, velocities[modality] = _gradient_estimating_step(
+            state, denoised, sigma, sigma_next, velocities[modality], ge_gamma=ge_gamma, final=final
+        )
+        return latent
+
+    return _stream_by_stream_loop(
+        sigmas, video, audio, denoiser, step_stream, description=description, progress=progress
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("ge_gamma", "final"))
