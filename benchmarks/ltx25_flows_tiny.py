@@ -23,6 +23,8 @@ import av
 import numpy as np
 from PIL import Image
 
+from ltx_jax.pipeline import write_mp4
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SIZE = ["--height", "128", "--width", "128", "--num-frames", "17"]
 
@@ -33,20 +35,8 @@ def make_inputs(folder: pathlib.Path) -> dict[str, str]:
     image = folder / "image.png"
     Image.fromarray(rng.integers(0, 255, (128, 128, 3), np.uint8)).save(image)
     video = folder / "source.mp4"
-    with av.open(str(video), "w") as container:
-        stream = container.add_stream("libx264", rate=24)
-        stream.width = stream.height = 128
-        stream.pix_fmt = "yuv420p"
-        audio = container.add_stream("aac", rate=48000, layout="stereo")
-        for pixels in rng.integers(0, 255, (17, 128, 128, 3), np.uint8):
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")))
-        container.mux(stream.encode())
-        samples = int(48000 * 17 / 24)
-        tone = (0.2 * np.sin(np.arange(samples) * 2 * np.pi * 440 / 48000)).astype(np.float32)
-        frame = av.AudioFrame.from_ndarray(np.stack([tone, tone]), format="fltp", layout="stereo")
-        frame.sample_rate = 48000
-        container.mux(audio.encode(frame))
-        container.mux(audio.encode())
+    tone = 0.2 * np.sin(np.arange(int(48000 * 17 / 24)) * 2 * np.pi * 440 / 48000)
+    write_mp4(video, rng.integers(0, 255, (17, 128, 128, 3), np.uint8), 24.0, np.stack([tone, tone]), 48000)
     return {"image": str(image), "video": str(video)}
 
 

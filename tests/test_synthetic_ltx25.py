@@ -18,6 +18,7 @@ from ltx_jax.cli import generate
 from ltx_jax.pipeline.prompts import TextEncoder
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "scripts"))
+import make_synthetic_checkpoint  # noqa: E402
 import synthetic_gemma  # noqa: E402
 import synthetic_ltx25  # noqa: E402
 
@@ -68,9 +69,6 @@ def test_full_size_transformer_is_the_22b_without_what_2_5_dropped():
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> dict[str, str]:
-    sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "scripts"))
-    import make_synthetic_checkpoint  # noqa: PLC0415
-
     out = tmp_path_factory.mktemp("ltx25")
     return make_synthetic_checkpoint.make_synthetic_checkpoint(
         out, layers=2, gemma_layers=2, tiny=True, workers=2, model="2.5"
