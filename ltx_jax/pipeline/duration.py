@@ -76,10 +76,7 @@ class DurationPredictor:
         if min_seconds > max_seconds:
             raise ValueError(f"the duration's minimum {min_seconds} s is above its maximum {max_seconds} s.")
         seconds = self.seconds(video_encoding, audio_encoding)
-        frames = seconds_to_clamped_num_frames(
-            seconds, frame_rate=frame_rate, min_frames=round(min_seconds * frame_rate),
-            max_frames=round(max_seconds * frame_rate),
-        )  # fmt: skip
+        frames = bounded_frames(seconds, (min_seconds, max_seconds), frame_rate)
         clamped = "" if min_seconds <= seconds <= max_seconds else f", outside [{min_seconds}, {max_seconds}] s"
         logger.info("duration head: %.2f s%s -> %d frames at %g fps", seconds, clamped, frames, frame_rate)
         return frames
@@ -101,7 +98,12 @@ def load_duration_predictor(path: str | os.PathLike, dtype: jnp.dtype = jnp.bflo
     return DurationPredictor(head)
 
 
+def bounded_frames(seconds: float, bounds: tuple[float, float], frame_rate: float) -> int:
+    """`seconds` as frames on the grid at `frame_rate`, within `bounds` (seconds), as 1.2.0's `DurationPredictor`."""
+    low, high = (round(bound * frame_rate) for bound in bounds)
+    return seconds_to_clamped_num_frames(seconds, frame_rate=frame_rate, min_frames=low, max_frames=high)
+
+
 def most_frames(bounds: tuple[float, float], frame_rate: float) -> int:
     """The largest frame count a prediction within `bounds` (seconds) can give at `frame_rate`."""
-    low, high = (round(seconds * frame_rate) for seconds in bounds)
-    return seconds_to_clamped_num_frames(bounds[1], frame_rate=frame_rate, min_frames=low, max_frames=high)
+    return bounded_frames(bounds[1], bounds, frame_rate)
