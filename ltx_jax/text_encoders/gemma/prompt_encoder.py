@@ -85,14 +85,24 @@ class PromptEncoder:
         misses = list(dict.fromkeys(p for p in prompts if found.get(p) is None))
         computed = {}
         if misses:
-            hidden, mask = self.text_encoder.encode(misses)
-            graphdef, state = nnx.split(self.processor)
-            out = _process(graphdef, state, hidden, mask)
+            out = self._process(*self.text_encoder.encode(misses))
             for i, prompt in enumerate(misses):
                 computed[prompt] = EmbeddingsProcessorOutput(*(None if a is None else a[i : i + 1] for a in out))
                 if self.cache is not None:
                     self.cache.save(prompt, {k: v for k, v in computed[prompt]._asdict().items() if v is not None})
         return [computed[p] if p in computed else self._from_cache(found[p]) for p in prompts]
+
+    def _process(self, hidden: jax.Array, mask: jax.Array) -> EmbeddingsProcessorOutput:
+        """The embeddings processor on Gemma's output, on the devices that output is on; on one of them where
+        they are simulated CPU devices: there the replicated program would run once per device on the same
+        cores (8 devices: 14 s instead of 2 for a tiny model's connectors at 1024 tokens)."""
+        graphdef, state = nnx.split(self.processor)
+        devices = hidden.sharding.device_set
+        if len(devices) == 1 or next(iter(devices)).platform != "cpu":
+            return _process(graphdef, state, hidden, mask)
+        one = min(devices, key=lambda d: d.id)
+        out = _process(graphdef, jax.device_put(state, one), jax.device_put(hidden, one), jax.device_put(mask, one))
+        return jax.device_put(out, hidden.sharding)
 
     def encode_prompt(self, prompt: str) -> EmbeddingsProcessorOutput:
         return self.encode_prompts([prompt])[0]
