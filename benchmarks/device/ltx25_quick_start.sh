@@ -11,7 +11,10 @@
 #   run carries .whl (ltx-core 1.0.0 for the writer's builders, orbax-checkpoint 0.12.8, av; see
 #   compile_ahead_plan.sh for the download commands) and, for REFERENCE=1, .whl12: ltx-core and ltx-pipelines
 #   1.2.0 built from the LTX-2 repository (`pip wheel --no-deps packages/ltx-core packages/ltx-pipelines`),
-#   transformers 5.14.1 (the image's 5.17 cannot build 1.2.0's Gemma 4) and openimageio (cp312 manylinux):
+#   transformers 5.14.1 (the image's 5.17 cannot build 1.2.0's Gemma 4; repacked without its model folders
+#   other than auto, gemma*, gemma3n, gemma4*, siglip*, 2 MB instead of 12, to fit run's carry), openimageio (cp312 manylinux) and
+#   torchvision 0.26.0 (Gemma 4's processor imports it; installed only where the image lacks it; see
+#   run_reference_distilled.py for its compiled operators):
 #     REFERENCE=1 bash benchmarks/device/ltx25_quick_start.sh          (timeout_s 600)
 #
 # A tiny write comes first (seconds), so that a writer that does not run on the image stops the call before the
@@ -60,7 +63,8 @@ QUICK_START=(
 )
 reference() {
     start=$(date +%s.%N)
-    PYTHONPATH=/tmp/site12:/tmp/site python3 -m ltx_pipelines.distilled "${QUICK_START[@]:4}" > /tmp/ref.txt 2>&1
+    PYTHONPATH=/tmp/site12:/tmp/site python3 benchmarks/device/run_reference_distilled.py "${QUICK_START[@]:4}" \
+        > /tmp/ref.txt 2>&1
     code=$?
     wall=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
     echo "== reference $1: exit $code, process wall $wall s" | tee -a "$OUT/summary.txt"
@@ -70,7 +74,9 @@ reference() {
 rm -rf "$CACHE"
 status=0
 if [[ -n "${REFERENCE:-}" ]]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site12 .whl12/*.whl 2>&1 |
+    wheels=(.whl12/*.whl)
+    python3 -c "import torchvision" 2> /dev/null && wheels=(${wheels[@]/*torchvision*/})
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site12 "${wheels[@]}" 2>&1 |
         grep -v "already exists"
     reference first
 fi
