@@ -1,7 +1,7 @@
 """Every flow of `scripts/generate.py --mesh 8` on tiny synthetic LTX-2.5 split files, each in its own process as a
 user runs it; prints a table of exit status, seconds and the written video's frames and size.
 
-    python benchmarks/ltx25_flows_tiny.py [--files DIR] [--flows one-stage distilled ...]
+    python benchmarks/ltx25_flows_tiny.py [--files DIR] [--flows one-stage distilled ...] [--video-vae diffusion]
 
 Without --files it writes the files first (`make_synthetic_checkpoint.py --model 2.5 --tiny --layers 2
 --gemma-layers 2` into a temporary folder). The inputs the flows need (an image, a reference video, a source
@@ -87,6 +87,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=pathlib.Path, help="a folder make_synthetic_checkpoint.py --model 2.5 wrote")
     parser.add_argument("--flows", nargs="+", help="flows to run (default: all)")
+    parser.add_argument(
+        "--video-vae", choices=("conv", "diffusion"), default="conv",
+        help="the video VAE file the flows decode with: the conv one (default) or the diffusion one "
+        "(ltx-2.5-video-vae-bf16, the manifest's diffusion_video_vae_path)",
+    )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         folder = pathlib.Path(scratch)
@@ -99,6 +104,10 @@ def main() -> None:
             )
         else:
             files = json.loads((args.files / "manifest.json").read_text())
+        if args.video_vae == "diffusion":
+            if "diffusion_video_vae_path" not in files:
+                raise SystemExit(f"{args.files}: no diffusion_video_vae_path in its manifest; write the files again.")
+            files = {**files, "video_vae_path": files["diffusion_video_vae_path"]}
         arguments = flow_arguments(files, make_inputs(folder))
         print("| flow | exit | seconds | output |\n|---|---|---|---|", flush=True)
         for flow in args.flows or arguments:

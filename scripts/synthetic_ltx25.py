@@ -9,7 +9,13 @@ OUT_DIR gets (full size, all bf16; the names are upstream's):
   gemma4-12b-with-proj-ltx-2.5-bf16.safetensors   Gemma 4 12B with the text embedding projection, its tokenizer
       and config inside (synthetic_gemma4.py)
   ltx-2.5-video-vae-conv-bf16.safetensors   `encoder.*`, `decoder.*`, `per_channel_statistics.*`; `config` {"vae"},
-      `model_version` "2.5.0" (the conv decoder; the diffusion decoder's file is not written)
+      `model_version` "2.5.0" (the conv decoder)
+  ltx-2.5-video-vae-bf16.safetensors   the diffusion VAE (manifest `diffusion_video_vae_path`; pass it as
+      --video-vae-path to decode with it): the conv file's `encoder.*` and `per_channel_statistics.*`, and
+      `decoder.*` as 1.2.0's loader reads them (fused `qkv`, `t_embedder.mlp.{0,2}`, a `gate_msa` / `gate_mlp` /
+      `gate_ctx` per diffusion block); `config` {"vae": {"_class_name": "CausalDiffusionVAE", "latent_channels",
+      "encoder": the conv encoder's settings under 1.2.0's nested names, "decoder": `NADiffusionDecoder` with the
+      class defaults (--tiny: small stages and kernels), "model_output_type": "v"}}, `model_version` "2.5.0"
   ltx-2.5-audio-vae-bf16.safetensors   `audio_vae.*`, `vocoder.*`; `config` {"audio_vae", "vocoder"}
   ltx-2.5-duration-head-bf16.safetensors   `duration_head.*`; `config` {"transformer", "duration_head"}
   ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors   the x2 latent upsampler, `config`
@@ -21,11 +27,15 @@ from the config written into the files), split by key prefix into the files abov
 changes (`ltx25_transformer`): no feed-forward biases in the blocks or the connectors, no prompt AdaLN, and the
 keyframe position embedding. tests/test_synthetic_ltx25.py checks the result against a transformer file that
 ltx-core 1.2.0 wrote itself (tests/fixtures/ltx25/). Not known, so assumed: the VAEs', vocoder's and upsampler's
-configs (2.3's), the duration head's sizes (1.2.0's defaults), and the LoRA's modules (as 2.3's).
+configs (2.3's), the duration head's sizes (1.2.0's defaults), the LoRA's modules (as 2.3's), and the diffusion VAE's
+decoder config beyond its class defaults (none) and its gates' values (ones); its decoder tensors are planned from
+ltx-jax's own `DiffusionVideoDecoder` (the ltx-core in this environment predates it), and tests/test_synthetic_ltx25.py
+checks them against a file 1.2.0 loads (tests/fixtures/ltx25_diffusion_decoder/).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -37,12 +47,17 @@ import make_synthetic_checkpoint as ltx23
 from synthetic_files import Planned, write_json, write_safetensors
 from synthetic_gemma4 import gemma4_config, write_text_encoder
 
+from ltx_jax.convert.state_dict import expected_keys
+from ltx_jax.model.abstract import abstract_module
+from ltx_jax.model.video_vae import DiffusionDecoderConfig, DiffusionVideoDecoder, diffusion_decoder_config
+
 MODEL_VERSION, GEMMA_VERSION, LORA_RANK = "2.5.0", "gemma4-12b-ltx-v1", 450
 FILES = {  # CheckpointFiles' field (or manifest name) -> upstream's file name
     "transformer_path": "ltx-2.5-22b-dev-transformer-bf16.safetensors",
     "distilled_transformer_path": "ltx-2.5-22b-distilled-transformer-bf16.safetensors",
     "text_encoder_path": "gemma4-12b-with-proj-ltx-2.5-bf16.safetensors",
     "video_vae_path": "ltx-2.5-video-vae-conv-bf16.safetensors",
+    "diffusion_video_vae_path": "ltx-2.5-video-vae-bf16.safetensors",
     "audio_vae_path": "ltx-2.5-audio-vae-bf16.safetensors",
     "duration_head_path": "ltx-2.5-duration-head-bf16.safetensors",
     "spatial_upsampler_path": "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors",
@@ -55,6 +70,14 @@ LTX25_TRANSFORMER = {
 }  # fmt: skip
 DURATION_HEAD = {"pooler_hidden_dim": 256, "num_queries": 1, "num_pooler_heads": 4, "mlp_hidden": 256}
 _TINY_DURATION_HEAD = {"pooler_hidden_dim": 16, "mlp_hidden": 8}
+# --tiny diffusion decoder: 16-wide heads (the least the default RoPE split takes), one block per stage, 3x3x3 windows.
+TINY_DIFFUSION_DECODER = {
+    "head_dim": 16, "t_emb_dim": 16, "stage_channels": [32, 16, 16, 16, 16], "stage_depths": [1, 1, 1, 1, 1],
+    "stage_kernels": [[3, 3, 3]] * 5, "stage5_kernel": [3, 3, 3],
+    "upsamples": [[[1, 2, 2], 2], [[2, 1, 1], 1], [[2, 2, 2], 1], [[2, 2, 2], 1]],
+}  # fmt: skip
+_ENCODER_KEYS = ("in_channels", "patch_size", "norm_layer", "latent_log_var", "spatial_padding_mode", "dims")
+_GATES = ("gate_msa", "gate_mlp", "gate_ctx")
 _FF_BIAS = re.compile(r"\.(ff|audio_ff)\.net\.(0\.proj|2)\.bias$")
 _PROMPT_ADALN = ("prompt_adaln_single.", "audio_prompt_adaln_single.")
 _TEXT_PROJECTION = "text_embedding_projection."
@@ -112,6 +135,41 @@ def plan_vaes(config: Mapping[str, Any], gemma: Mapping[str, Any]) -> dict[str, 
     return {"video": video, "audio": audio}
 
 
+def diffusion_vae_config(vae: Mapping[str, Any], *, tiny: bool) -> dict[str, Any]:
+    """The diffusion VAE file's `vae` section: the conv file's encoder `vae` nested as 1.2.0 reads it
+    (`_prepare_video_encoder_kwargs`: `blocks`, `out_channels` the latent width) and a `NADiffusionDecoder`."""
+    defaults = dataclasses.asdict(DiffusionDecoderConfig())
+    decoder = {k: v for k, v in defaults.items() if k not in ("w_chunks", "model_output_type") and v is not None}
+    decoder = json.loads(json.dumps({"_class_name": "NADiffusionDecoder", **decoder}))  # tuples as JSON lists
+    decoder.update(TINY_DIFFUSION_DECODER if tiny else {}, in_channels=vae["latent_channels"])
+    encoder = {k: vae[k] for k in _ENCODER_KEYS if k in vae}
+    encoder.update(out_channels=vae["latent_channels"], blocks=vae["encoder_blocks"])
+    return {
+        "_class_name": "CausalDiffusionVAE", "latent_channels": vae["latent_channels"], "encoder": encoder,
+        "decoder": decoder, "model_output_type": "v",
+    }  # fmt: skip
+
+
+def plan_diffusion_decoder(vae: Mapping[str, Any]) -> dict[str, Planned]:
+    """`decoder.*` of a CausalDiffusionVAE file for its `vae` section: the decoder's parameters under the names 1.2.0's
+    loader reads (the inverse of `diffusion_vae_decoder_state_dict`): `to_q`/`to_k`/`to_v` fused into `qkv`,
+    `t_embedder.mlp.{0,2}`, and per diffusion block the gates its linears are folded with (ones)."""
+    config = diffusion_decoder_config({"vae": vae})
+    decoder = abstract_module(lambda rngs: DiffusionVideoDecoder(config, rngs=rngs))
+    out = {}
+    for key, (_, _, shape, _) in expected_keys(decoder).items():
+        if key.startswith("per_channel_statistics.") or (".qkv.to_" in key and ".qkv.to_q." not in key):
+            continue  # the statistics are the encoder's; k and v are packed with q
+        name = key.replace("timestep_embedder.linear_1.", "mlp.0.").replace("timestep_embedder.linear_2.", "mlp.2.")
+        if ".qkv.to_q." in key:
+            name, shape = name.replace(".to_q.", "."), (3 * shape[0], *shape[1:])
+        norm = name.rsplit(".", 2)[-2].endswith(("norm", "norm1", "norm2", "norm_out"))
+        out[f"decoder.{name}"] = Planned(shape, "ones" if norm and name.endswith(".weight") else "normal")
+    for i in range(config.stage_depths[-1]):
+        out |= {f"decoder.diff_blocks.{i}.{gate}": Planned((config.width,), "ones") for gate in _GATES}
+    return out
+
+
 def plan_duration_head(video_width: int, audio_width: int, head: Mapping[str, int]) -> dict[str, Planned]:
     """ltx-core 1.2.0's `DurationHead`: two input projections with modality embeddings, a learned-query
     attention pooler (`nn.MultiheadAttention`'s packed layout) and a two-layer MLP."""
@@ -155,6 +213,11 @@ def make_ltx25_files(
     vaes = plan_vaes(config, gemma)
     video_metadata = _metadata(config={"vae": config["vae"]}, model_version=MODEL_VERSION)
     write_safetensors(paths["video_vae_path"], vaes["video"], video_metadata, seed, workers)
+    diffusion = diffusion_vae_config(config["vae"], tiny=tiny)
+    encoder = {k: v for k, v in vaes["video"].items() if k.startswith(("encoder.", "per_channel_statistics."))}
+    diffusion_metadata = _metadata(config={"vae": diffusion}, model_version=MODEL_VERSION)
+    diffusion_tensors = encoder | plan_diffusion_decoder(diffusion)
+    write_safetensors(paths["diffusion_video_vae_path"], diffusion_tensors, diffusion_metadata, seed, workers)
     audio_metadata = _metadata(config={"audio_vae": config["audio_vae"], "vocoder": config["vocoder"]})
     write_safetensors(paths["audio_vae_path"], vaes["audio"], audio_metadata, seed, workers)
     video_width, audio_width = (config["transformer"][k] for k in ("cross_attention_dim", "audio_cross_attention_dim"))

@@ -1,6 +1,6 @@
 """scripts/make_synthetic_checkpoint.py --model 2.5: LTX-2.5's per-component files against files ltx-core 1.2.0
-wrote itself (tests/fixtures/ltx25/), and upstream's quick start run on its --tiny files by `ltx-jax generate` on 8
-simulated CPU devices."""
+wrote itself (tests/fixtures/ltx25/, tests/fixtures/ltx25_diffusion_decoder/), upstream's quick start run on its --tiny
+files by `ltx-jax generate` on 8 simulated CPU devices, and a flow decoding with the diffusion VAE file."""
 
 import gc
 import json
@@ -9,13 +9,23 @@ import sys
 import weakref
 
 import av
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 from compile_events import CompileThreads
+from PIL import Image
 from safetensors import safe_open
 
 from ltx_jax import LTXPipeline
 from ltx_jax.cli import generate
+from ltx_jax.model.video_vae import DimensionSizeConfig, TileSizeConfig, load_diffusion_video_decoder
+from ltx_jax.parallel import make_mesh
+from ltx_jax.pipeline import Guidance, ImageCondition
+from ltx_jax.pipeline.decoders import DiffusionVideoDecoding, frames_uint8
+from ltx_jax.pipeline.model_ledger import CheckpointFiles
 from ltx_jax.pipeline.prompts import TextEncoder
+from ltx_jax.pipeline.stages import PromptEmbeddings
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "scripts"))
 import make_synthetic_checkpoint  # noqa: E402
@@ -23,6 +33,7 @@ import synthetic_gemma  # noqa: E402
 import synthetic_ltx25  # noqa: E402
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "ltx25"
+DIFFUSION_DECODER = pathlib.Path(__file__).parent / "fixtures" / "ltx25_diffusion_decoder" / "decoder.safetensors"
 
 
 def header(path: pathlib.Path) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
@@ -65,6 +76,17 @@ def test_full_size_transformer_is_the_22b_without_what_2_5_dropped():
     assert planned["projection"]["text_embedding_projection.video_aggregate_embed.weight"].shape == (4096, 3840 * 49)
     billions = sum(t.nbytes for t in dit.values()) / 2 / 1e9
     assert 20 < billions < 23  # "22b"
+
+
+def test_diffusion_decoder_plan_is_the_file_ltx_core_1_2_loads():
+    """For the config of the decoder file 1.2.0 loaded (its `coarse_head` aside, whose name is a guess): the same
+    `decoder.*` keys and shapes; at the class defaults, about 105M parameters (ltx25-reference.md §4)."""
+    shapes, metadata = header(DIFFUSION_DECODER)
+    planned = synthetic_ltx25.plan_diffusion_decoder(json.loads(metadata["config"])["vae"])
+    decoder = {k: v for k, v in shapes.items() if k.startswith("decoder.") and "coarse_" not in k}
+    assert {k: v.shape for k, v in planned.items()} == decoder  # the statistics come with the encoder
+    full = synthetic_ltx25.diffusion_vae_config(synthetic_ltx25.ltx25_config()["vae"], tiny=False)
+    assert 104e6 < sum(t.nbytes for t in synthetic_ltx25.plan_diffusion_decoder(full).values()) / 2 < 106e6
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +178,46 @@ def test_enhancement_on_gemma_4_needs_a_gemma_3_of_its_own(tiny, tmp_path, no_mo
     missing = ["--enhance-prompt", "--prompt-enhancer-gemma-root", str(tmp_path / "missing")]
     with pytest.raises(FileNotFoundError, match=r"--prompt-enhancer-gemma-root\) '.*missing' is not a directory"):
         generate.run(generate.parse_args([*missing, *argv]))
+
+
+def test_a_flow_decodes_with_the_diffusion_vae_file(tiny, tmp_path):
+    """`ltx-2.5-video-vae-bf16` (a CausalDiffusionVAE) as the video VAE file: the one-stage flow on 8 simulated
+    devices, conditioned on an image (encoded by the same file's `vae.encoder`), decodes with the diffusion
+    decoder in the tiles given (two in W, on two of the devices; compiled ahead while stage 1 runs) and writes the
+    mp4; its frames are the run's latent decoded alone on one device in the same tiles from the run's seed."""
+    _, metadata = header(pathlib.Path(tiny["diffusion_video_vae_path"]))
+    assert json.loads(metadata["config"])["vae"]["_class_name"] == "CausalDiffusionVAE"
+    assert metadata["model_version"] == "2.5.0"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (128, 128, 3), np.uint8)).save(tmp_path / "image.png")
+    tiling = TileSizeConfig(width=DimensionSizeConfig(96, 32))
+    files = CheckpointFiles(
+        transformer_path=tiny["transformer_path"], video_vae_path=tiny["diffusion_video_vae_path"],
+        audio_vae_path=tiny["audio_vae_path"], video_decode_tiling=tiling,
+    )  # fmt: skip
+    pipeline = LTXPipeline.from_files(files, flow="one-stage", mesh=make_mesh(8))
+    assert isinstance(pipeline._decode_video, DiffusionVideoDecoding)
+    prompt = PromptEmbeddings(jnp.ones((1, 8, 64)), jnp.ones((1, 8, 32)))
+    with CompileThreads() as threads:
+        out = pipeline(
+            prompt, height=128, width=128, num_frames=9, num_inference_steps=2, seed=3, guidance=Guidance(),
+            images=[ImageCondition(tmp_path / "image.png", 0, 1.0)], output_path=tmp_path / "diffusion.mp4",
+        )  # fmt: skip
+    decoder_programs = {"jit(_diffusion_features)", "jit(_decode_diffusion_tile)"}  # compiled while stage 1 ran
+    assert decoder_programs <= threads.ahead()
+    assert not decoder_programs & threads.on_main_thread()
+    assert out.video.shape == (9, 128, 128, 3)
+    decoder = load_diffusion_video_decoder(tiny["diffusion_video_vae_path"], param_dtype=jnp.bfloat16)
+    alone = decoder.tiled_decode(out.video_latent, tiling, key=jax.random.key(3), devices=jax.devices()[:1])
+    np.testing.assert_array_equal(out.video, np.asarray(frames_uint8(jnp.concatenate(list(alone), axis=2))))
+    with av.open(str(tmp_path / "diffusion.mp4")) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 9
+
+
+def test_a_decode_tiling_the_diffusion_decoder_cannot_use_is_refused_before_loading(tiny, no_model_building):
+    """Overlaps under the diffusion decoder's halos (the tiny one's: 32 px) are refused from the files' headers."""
+    files = CheckpointFiles(
+        transformer_path=tiny["transformer_path"], video_vae_path=tiny["diffusion_video_vae_path"],
+        audio_vae_path=tiny["audio_vae_path"], video_decode_tiling=TileSizeConfig(height=DimensionSizeConfig(64, 16)),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"video_decode_tiling\.height\.overlap=16 is below the 32 px"):
+        LTXPipeline.from_files(files, flow="one-stage", mesh=make_mesh(1))

@@ -106,9 +106,13 @@ class JittedModule:
 def decoder_modules(
     config: dict[str, Any], tensors: dict[str, Any] | None, seed: int, dtype: jnp.dtype
 ) -> tuple[nnx.Module, nnx.Module, nnx.Module]:
-    """Video decoder, audio decoder, vocoder: random weights when `tensors` is None, else loaded."""
+    """Video decoder, audio decoder, vocoder: random weights when `tensors` is None, else loaded. The video decoder
+    is LTX-2.5's diffusion decoder where the config's `vae._class_name` is "CausalDiffusionVAE" (as 1.2.0's
+    `VideoDecoderConfigurator` chooses), else the convolutional one."""
+    diffusion = video_vae.is_diffusion_vae(config)
+    video_builder = video_vae.diffusion_video_decoder_from_config if diffusion else video_vae.video_decoder_from_config
     builders = (
-        lambda rngs: video_vae.video_decoder_from_config(config, rngs=rngs, param_dtype=dtype),
+        lambda rngs: video_builder(config, rngs=rngs, param_dtype=dtype),
         lambda rngs: audio_vae.audio_decoder_from_config(config, rngs=rngs),
         lambda rngs: audio_vae.vocoder_from_config(config, rngs=rngs),
     )
@@ -116,7 +120,8 @@ def decoder_modules(
         return tuple(build(nnx.Rngs(seed + i)) for i, build in enumerate(builders))
     # Abstract modules filled by the strict loader: no random init of real-size weights.
     video_decoder, audio_decoder, vocoder = (abstract_module(build) for build in builders)
-    load_state_dict(video_decoder, video_vae.vae_decoder_state_dict(tensors), prefix="")
+    select = video_vae.diffusion_vae_decoder_state_dict if diffusion else video_vae.vae_decoder_state_dict
+    load_state_dict(video_decoder, select(tensors), prefix="")
     load_state_dict(audio_decoder, audio_vae.audio_decoder_state_dict(tensors), prefix="")
     load_state_dict(vocoder, audio_vae.vocoder_state_dict(tensors), prefix="")
     return video_decoder, audio_decoder, vocoder
@@ -128,7 +133,7 @@ def geometry(config: dict[str, Any]) -> LatentGeometry:
     audio = config["audio_vae"]["model"]["params"]["ddconfig"]
     z_channels = audio.get("z_channels", 8)
     return LatentGeometry(
-        config["vae"].get("latent_channels", 128),
+        video_vae.video_latent_channels(config),
         z_channels,
         config["transformer"].get("audio_in_channels", 128) // z_channels,
     )

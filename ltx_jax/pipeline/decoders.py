@@ -9,6 +9,10 @@ steps. `jax.jit(...).lower(...).compile()` fills the in-memory cache a later cal
 arguments have the same shapes, dtypes and placements; that is why every input is put on its model's
 device explicitly (committed) before a call, as the ahead-of-time shapes say.
 
+LTX-2.5's diffusion decoder (a CausalDiffusionVAE file) is called through `DiffusionVideoDecoding`, the same seam:
+always in tiles (given, or sized per video as ltx-pipelines' AUTO_TILING sizes them from free memory), spread
+over the same devices, its stage-5 noise drawn from the seed for the whole video.
+
 Frames are converted to uint8 on the device (the reference's `((x + 1) / 2).clamp(0, 1) * 255`, then
 truncated), so 1 byte per value crosses to the host instead of 4, and no full-size float32 copy of the
 video is made on the host.
@@ -19,6 +23,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -94,6 +99,74 @@ class VideoDecoding:
         for frames, chunk_dtype in chunks:
             chunk = (*video.shape[:2], frames, *video.shape[3:])
             frames_uint8.lower(jax.ShapeDtypeStruct(chunk, chunk_dtype, sharding=self._placed)).compile()
+
+
+class DiffusionVideoDecoding:
+    """`(latent, seed)` -> `(F, H, W, 3)` uint8 frames from LTX-2.5's diffusion decoder, in tiles spread round-robin
+    over `devices` (none: the first local device), blended on the first; the seed's key draws the stage-5 noise for
+    the whole video once, so a seed gives the same video on any devices. `tiling` (a `TileSizeConfig`) fixes the
+    tiles; None: per latent shape, the sizes ltx-pipelines' AUTO_TILING picks (`video_vae.recommended_tiling`) from
+    the first device's free memory when first needed (while stage 1 runs, as the decoder compiles ahead: the DiT's
+    weights and activations count as used; a CPU device, which reports none, has the host's available memory)."""
+
+    def __init__(
+        self,
+        decoder: video_vae.DiffusionVideoDecoder,
+        devices: list[jax.Device] | None = None,
+        tiling: video_vae.TileSizeConfig | None = None,
+    ) -> None:
+        if tiling is not None:
+            video_vae.check_tiling(tiling, video_vae.TileGeometry.of(decoder.config), "video_decode_tiling")
+        self.decoder, self.tiling = decoder, tiling
+        self.devices = list(devices) if devices else jax.local_devices()[:1]
+        self.device = self.devices[0]
+        self._placed = jax.sharding.SingleDeviceSharding(self.device)
+        self._chosen: dict[tuple[int, ...], video_vae.TileSizeConfig] = {}
+
+    def __call__(self, latent: jax.Array, seed: int) -> np.ndarray:
+        chunks = [np.asarray(chunk) for chunk in self.chunks(latent, seed)]
+        return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+
+    def tiling_for(self, shape: tuple[int, ...]) -> video_vae.TileSizeConfig:
+        """The tiles a `shape` latent decodes in: `tiling`, or the recommended sizes, chosen once per shape."""
+        if self.tiling is not None:
+            return self.tiling
+        if tuple(shape) not in self._chosen:
+            free = free_bytes(self.device)
+            frames, height, width = (shape[2] - 1) * 8 + 1, shape[3] * 32, shape[4] * 32  # the video asked for
+            model = 2 * sum(x.size for x in jax.tree.leaves(nnx.state(self.decoder, nnx.Param)))  # as bf16
+            tiling = video_vae.recommended_tiling(
+                self.decoder.config, frames=frames, height=height, width=width, free_bytes=free, model_bytes=model
+            )
+            _LOG.info("diffusion decoder tiles for a %s latent, %d bytes free: %s", shape, free, tiling)
+            self._chosen[tuple(shape)] = tiling
+        return self._chosen[tuple(shape)]
+
+    def chunks(self, latent: jax.Array, seed: int) -> list[jax.Array]:
+        """As `VideoDecoding.chunks`: one `(n, H, W, 3)` uint8 chunk per temporal group of tiles, in order."""
+        latent, key = jax.device_put((latent, jax.random.key(seed)), self.device)
+        videos = self.decoder.tiled_decode(latent, self.tiling_for(latent.shape), key=key, devices=self.devices)
+        frames = [frames_uint8(video) for video in videos]
+        for chunk in frames:
+            chunk.copy_to_host_async()
+        return frames
+
+    def compile_ahead(self, shape: tuple[int, ...], dtype: jnp.dtype) -> None:
+        """Compiles stages 1-3, the tiles and the uint8 conversion of each chunk for a `shape` latent of `dtype`."""
+        tiling = self.tiling_for(shape)
+        self.decoder.compile_tiles(jax.ShapeDtypeStruct(shape, dtype, sharding=self._placed), tiling, self.devices)
+        for frames in set(self.decoder.tiled_chunk_frames(shape, tiling)):
+            chunk = (shape[0], self.decoder.config.out_channels, frames, shape[3] * 32, shape[4] * 32)
+            frames_uint8.lower(jax.ShapeDtypeStruct(chunk, dtype, sharding=self._placed)).compile()
+
+
+def free_bytes(device: jax.Device) -> int:
+    """Bytes free on `device`: `bytes_limit - bytes_in_use` of its memory stats; a device that reports none (the
+    CPU) has the host's available physical memory."""
+    stats = device.memory_stats()
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 class AudioDecoding:
@@ -211,10 +284,18 @@ def _compile_stage(transformer: Any, inputs: tuple) -> None:  # noqa: ANN401 - a
 
 
 def decoder_callables(
-    video_decoder: video_vae.VideoDecoder, audio_decoder: nnx.Module, vocoder: nnx.Module, mesh: object = None
-) -> tuple[VideoDecoding, AudioDecoding]:
+    video_decoder: nnx.Module,
+    audio_decoder: nnx.Module,
+    vocoder: nnx.Module,
+    mesh: object = None,
+    tiling: video_vae.TileSizeConfig | None = None,
+) -> tuple[VideoDecoding | DiffusionVideoDecoding, AudioDecoding]:
     """The decoders as `PipelineModels` holds them: the video in tiles over this process's devices of
-    `mesh` (a `jax.sharding.Mesh`), or in one pass without one; the audio on the first of them."""
+    `mesh` (a `jax.sharding.Mesh`), or (the conv decoder) in one pass without one; the audio on the first of them.
+    `tiling`: the video's tiles (None: the conv decoder's default, the diffusion decoder's recommended sizes)."""
     devices = None if mesh is None else list(mesh.local_devices)
-    video = VideoDecoding(video_decoder, devices)
+    if isinstance(video_decoder, video_vae.DiffusionVideoDecoder):
+        video = DiffusionVideoDecoding(video_decoder, devices, tiling)
+    else:
+        video = VideoDecoding(video_decoder, devices, tiling)
     return video, AudioDecoding(audio_decoder, vocoder, video.device)

@@ -25,7 +25,7 @@ from ltx_jax.config import LTXConfig
 from ltx_jax.convert.checkpoint import converted_manifest, load_checkpoint
 from ltx_jax.convert.dit_tensors import Lora, check_lora_matches, checkpoint_config, parse_dtype, parse_model_version
 from ltx_jax.convert.lora import load_lora
-from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile
+from ltx_jax.convert.safetensors_file import LazyTensor, SafetensorsFile, parse_metadata_json
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model import audio_vae, upsampler, video_vae
 from ltx_jax.model.abstract import abstract_module
@@ -82,6 +82,10 @@ class CheckpointFiles:
         shard_weights: split the DiT's weights over the mesh (FSDP) instead of a copy per device.
         components_path: with a converted `checkpoint_path`: the official `.safetensors` the text
             connectors, VAEs and vocoder come from (None: the file it was converted from, beside it).
+        video_decode_tiling: the video decoder's tiles (`video_vae.TileSizeConfig`, frames and pixels with their
+            overlaps). None: the convolutional decoder's default (768 px overlapping by 64, 80 frames by 24), and
+            for LTX-2.5's diffusion decoder (a CausalDiffusionVAE `video_vae_path`) the sizes ltx-pipelines'
+            AUTO_TILING picks from free device memory (`decoders.DiffusionVideoDecoding`).
         quantization: "fp8-cast": the DiT blocks' linear weights in float8_e4m3fn, upcast in the
             matmuls (half their memory; `ltx_jax.model.quantization`), as ltx-pipelines'
             `--quantization fp8-cast`. "fp8": fp8 matmuls on Hopper in blocks 1-42 (ltx-core's
@@ -107,6 +111,7 @@ class CheckpointFiles:
     text_encoder_path: PathLike | None = None
     duration_head_path: PathLike | None = None
     prompt_enhancer_gemma_root: PathLike | None = None
+    video_decode_tiling: video_vae.TileSizeConfig | None = None
 
     def check(self, flow: str | Flow) -> None:
         """Raises `ValueError`/`FileNotFoundError` naming the argument and the fix; reads file headers only."""
@@ -154,6 +159,20 @@ class CheckpointFiles:
             check_lora_matches(checkpoint, lora)
         if flow.needs.ic_lora:
             reference_downscale_factor(self.loras)  # the IC-LoRAs' factors agree
+        self._check_decode_tiling()
+
+    def _check_decode_tiling(self) -> None:
+        tiling = self.video_decode_tiling
+        if tiling is None:
+            return
+        if not isinstance(tiling, video_vae.TileSizeConfig):
+            raise TypeError(f"video_decode_tiling must be a video_vae.TileSizeConfig or None, got {tiling!r}.")
+        vae_file = self.video_vae_path if self.is_split() else self.components()
+        metadata = SafetensorsFile(vae_file).metadata
+        config = parse_metadata_json(metadata, "config") if "config" in metadata else {}
+        if video_vae.is_diffusion_vae(config):  # the conv decoder checks its tiles against the latent as it decodes
+            geometry = video_vae.TileGeometry.of(video_vae.diffusion_decoder_config(config))
+            video_vae.check_tiling(tiling, geometry, "video_decode_tiling")
 
     def _check_layout(self) -> None:
         """One checkpoint, or the split files together; never both."""
@@ -338,7 +357,8 @@ def load_models(files: CheckpointFiles, flow: str | Flow, mesh: Mesh) -> Pipelin
             lora = dataclasses.replace(lora, strength=files.distilled_lora_strength_stage_2)
         stage_2 = with_lora(model, lora)
     video_decoder, audio_decoder, vocoder = decoder_modules(config, tensors, 0, dtype)
-    decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, mesh)
+    tiling = files.video_decode_tiling
+    decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, mesh, tiling)
     upsample = None
     if files.spatial_upsampler_path is not None:
         upsample = Upsampling(_upsampler(files.spatial_upsampler_path, dtype), video_decoder)

@@ -3,14 +3,15 @@ groups' overlaps joined into finished chunks of frames.
 
 Source: ltx-core's `VideoDecoder.tiled_decode` (`video_vae.py` in 1.0.0): tiles blended with their
 trapezoidal masks, a group's overlap with the next one held back until both are summed. The slicing
-and the sums run as jitted programs, one per group geometry.
+and the sums run as jitted programs, one per group geometry. `masked_sum` and `join_temporal_groups` also blend
+the diffusion decoder's tiles (diffusion_tiled_decode.py).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 import jax
@@ -55,13 +56,13 @@ def _accumulate_group(
     home = decoder.devices[0]
     if home is not None:
         decoded_tiles = [jax.device_put(decoded, home) for decoded in decoded_tiles]
-    masks = [_mask_3d(tile) for tile in group]
-    return _masked_sum(decoded_tiles, masks, batch=b, size=size, out=tuple(_bounds(t.out_coords) for t in group))
+    masks = [mask_3d(tile.masks_1d) for tile in group]
+    return masked_sum(decoded_tiles, masks, batch=b, size=size, out=tuple(_bounds(t.out_coords) for t in group))
 
 
-def _mask_3d(tile: Tile) -> np.ndarray:
-    """The tile's (T, H, W) blend mask: the 1-D masks multiplied on the host, then float32."""
-    t, h, w = tile.masks_1d
+def mask_3d(masks_1d: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    """A tile's (T, H, W) blend mask: its 1-D masks multiplied on the host, then float32."""
+    t, h, w = masks_1d
     return np.asarray(t[:, None, None] * h[None, :, None] * w[None, None, :], np.float32)
 
 
@@ -77,7 +78,7 @@ def _windows(x: jax.Array, windows: tuple[tuple[tuple[int, int], ...], ...]) -> 
 
 
 @functools.partial(jax.jit, static_argnames=("batch", "size", "out"))
-def _masked_sum(
+def masked_sum(
     decoded_tiles: list[jax.Array],
     masks: list[jax.Array],
     *,
@@ -116,19 +117,28 @@ def blend_temporal_groups(
     timestep: jax.Array | float | None,
     noise: jax.Array | None,
 ) -> Iterator[jax.Array]:
-    """ltx-core's temporal streaming: a group's overlap with the next one is held back until both are summed."""
+    """ltx-core's temporal streaming of the conv decoder's tiles (`join_temporal_groups`)."""
     groups = temporal_groups(tiles)
-    frames = iter(chunk_frames(list(groups)))
+    sums = (_accumulate_group(decoder, latent, group, timestep, noise) for group in groups.values())
+    return join_temporal_groups(list(groups), sums, latent.dtype)
+
+
+def join_temporal_groups(
+    spans: list[tuple[int, int]], sums: Iterable[tuple[jax.Array, jax.Array]], dtype: jnp.dtype
+) -> Iterator[jax.Array]:
+    """One chunk of finished frames per group of `spans` (output frames [start, stop), in order), from each group's
+    masked sums and summed masks: a group's overlap with the next one is held back until both are summed; a
+    chunk holds its group's frames up to the next group's first (`chunk_frames`)."""
+    frames = iter(chunk_frames(spans))
     previous, previous_weights, previous_span = None, None, None
-    for span, group in groups.items():
-        values, weights = _accumulate_group(decoder, latent, group, timestep, noise)
+    for span, (values, weights) in zip(spans, sums, strict=True):
         if previous is not None:
             overlap = max(0, previous_span[1] - span[0])
             if overlap:
                 values, weights = _with_overlap(values, weights, previous, previous_weights, overlap=overlap)
-            yield _normalized(previous, previous_weights, frames=next(frames), dtype=latent.dtype)
+            yield _normalized(previous, previous_weights, frames=next(frames), dtype=dtype)
         previous, previous_weights, previous_span = values, weights, span
-    yield _normalized(previous, previous_weights, frames=next(frames), dtype=latent.dtype)
+    yield _normalized(previous, previous_weights, frames=next(frames), dtype=dtype)
 
 
 @functools.partial(jax.jit, static_argnames="overlap")
