@@ -1,4 +1,4 @@
-"""The `ltx-jax` command: `ltx-jax generate ...` and `ltx-jax convert ...`.
+"""The `ltx-jax` command: `ltx-jax generate ...`, `ltx-jax convert ...` and `ltx-jax serve ...`.
 
 Each subcommand parses its flags into the library's typed options and calls the library; the
 checks, the loading order and the cluster logic live in the library and in `generate`'s process
@@ -16,6 +16,7 @@ from ltx_jax.interrupts import exit_now
 COMMANDS = {  # subcommand -> (module, one line for the usage)
     "generate": ("ltx_jax.cli.generate", "generate a video (the embedded tiny model without --checkpoint-path)"),
     "convert": ("ltx_jax.cli.convert", "convert an official .safetensors DiT into an Orbax checkpoint"),
+    "serve": ("ltx_jax.cli.serve", "serve an OpenAI-style video API and a web page, the models loaded once"),
 }
 
 

@@ -10,9 +10,10 @@ shapes of an earlier one compiles nothing new, and the same seed gives the same 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import jax
 import numpy as np
@@ -40,7 +41,7 @@ from ltx_jax.pipeline.prompts import prompt_contexts
 from ltx_jax.pipeline.requests import AudioInput, ImageCondition, Request, RetakeSpan, VideoCondition
 from ltx_jax.pipeline.settings import GenerationSettings
 from ltx_jax.pipeline.stages import Guidance, PromptEmbeddings
-from ltx_jax.pipeline.stops import StoppableForward
+from ltx_jax.pipeline.stops import OnStep, StepWatch, StoppableForward
 from ltx_jax.pipeline.timing import ForwardStats, TimedForward, timed_phase
 from ltx_jax.pipeline.video_files import load_mask_video
 
@@ -256,6 +257,7 @@ class LTXPipeline:
         negative_prompt: str | PromptEmbeddings | None = None,
         output_path: PathLike | None = None,
         enhanced_prompt: str | None = None,
+        on_step: OnStep | None = None,
     ) -> GeneratedVideo:
         """`__call__` with the arguments as one `GenerationSettings` (None: every default).
 
@@ -265,6 +267,10 @@ class LTXPipeline:
         With `output_path`, process 0 also writes the mp4 there (what `GeneratedVideo.save` writes), encoding
         each temporal chunk of frames while the device decodes the next, as ltx-pipelines interleaves them;
         the timings then hold "decoding_and_mp4_writing" (video and audio) instead of the decoding phases.
+
+        `on_step(step, steps)` is called before each DiT forward with the denoising step it belongs to (0-based,
+        over every stage) and the plan's step count (`StepWatch`). What it raises stops the generation there, as
+        a signal does: nothing is decoded or written.
         """
         settings = settings or GenerationSettings()
         settings = settings.with_duration_head(self.flow, self.duration is not None).resolve(self.defaults, self.flow)
@@ -296,7 +302,7 @@ class LTXPipeline:
         metadata = {} if enhanced is None else enhanced_prompt_metadata(enhanced)
         try:
             latents, video, audio, sample_rate = self._denoise_and_decode(
-                request, plan, timings, peaks, (output_path, metadata)
+                request, plan, timings, peaks, (output_path, metadata), on_step
             )
         finally:  # after a stop or an error, what has not started compiling is not needed
             self._compiler.cancel()
@@ -342,12 +348,18 @@ class LTXPipeline:
         )
 
     def _denoise_and_decode(
-        self, request: Request, plan: Plan, timings: dict[str, float], peaks: dict[str, int], output: tuple
+        self,
+        request: Request,
+        plan: Plan,
+        timings: dict[str, float],
+        peaks: dict[str, int],
+        output: tuple,
+        on_step: OnStep | None,
     ) -> tuple[tuple, np.ndarray | None, np.ndarray | None, int]:
         """`((video latent, audio latent), frames, (samples, 2) audio, sample rate)`; only process 0
         decodes (the others computed the same latents, and return None for frames and audio), and writes
         the mp4 where `output` (path, metadata) names one."""
-        with timed_phase(timings, "denoising", peaks):
+        with timed_phase(timings, "denoising", peaks), self._watching(plan, on_step):
             video_latent, audio_latent = run(self._components, request, plan, stages := {})
         timings.update(stages)  # within denoising
         latents, (path, metadata) = (video_latent, audio_latent), output
@@ -369,6 +381,18 @@ class LTXPipeline:
             with timed_phase(timings, "audio_decoding", peaks):
                 audio = np.asarray(audio, np.float32)
         return latents, video, None if audio is None else np.ascontiguousarray(audio.T), rate
+
+    @contextlib.contextmanager
+    def _watching(self, plan: Plan, on_step: OnStep | None) -> Iterator[None]:
+        """Within the block, each DiT forward first tells `on_step` its step (`StepWatch`)."""
+        watch = None if on_step is None else StepWatch(plan, on_step)
+        for forward in self._timed:
+            forward.forward.watch = watch  # the StoppableForward inside
+        try:
+            yield
+        finally:
+            for forward in self._timed:
+                forward.forward.watch = None
 
     def _audio_track(self, request: Request, audio_latent: jax.Array | None) -> tuple[object, int]:
         """The `(channels, samples)` waveform (a2vid's input; else decoding, dispatched) and its rate, or (None, 0)."""
