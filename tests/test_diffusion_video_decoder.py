@@ -22,7 +22,7 @@ from tolerances import FLOAT32
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model.normalization import RMSNorm
 from ltx_jax.model.video_vae.diffusion_blocks import NeighborhoodAttention3D, WChunkPlan, modulate
-from ltx_jax.model.video_vae.diffusion_tiled_decode import TiledLayout
+from ltx_jax.model.video_vae.diffusion_tiled_decode import TiledLayout, tiled_chunk_frames, tiled_decode
 from ltx_jax.model.video_vae.diffusion_tiling import TileGeometry, recommended_tiling
 from ltx_jax.model.video_vae.diffusion_video_decoder import DiffusionDecoderConfig, DiffusionVideoDecoder
 from ltx_jax.model.video_vae.model_configurator import diffusion_decoder_config, load_diffusion_video_decoder
@@ -160,8 +160,8 @@ def test_a_tiled_decode_equals_ltx_core(decoder):
     latent = jnp.asarray(RECORDED["latent"])
     assert [tuple(s) for s in RECORDED["tiled_noise_shapes"]] == [decoder.video_shape(latent.shape)]
     drawn = jnp.asarray(noise(decoder.video_shape(latent.shape), NOISE_SEEDS["video"]))
-    chunks = list(decoder.tiled_decode(latent, recorded_tiling(), noise=drawn))
-    assert [c.shape[2] for c in chunks] == decoder.tiled_chunk_frames(latent.shape, recorded_tiling()) == [3, 4, 2]
+    chunks = list(tiled_decode(decoder, latent, recorded_tiling(), noise=drawn))
+    assert [c.shape[2] for c in chunks] == tiled_chunk_frames(decoder, latent.shape, recorded_tiling()) == [3, 4, 2]
     assert relative_error(jnp.concatenate(chunks, axis=2), RECORDED["tiled_video"]) <= FLOAT32
 
 
@@ -185,8 +185,8 @@ def test_tiles_spread_over_8_devices_give_the_same_video(decoder):
     devices = jax.devices()
     latent, key = jax.device_put((jnp.asarray(RECORDED["latent"]), jax.random.key(7)), devices[0])
     tiling = TileSizeConfig(width=recorded_tiling().width)
-    one = jnp.concatenate(list(decoder.tiled_decode(latent, tiling, key=key, devices=devices[:1])), axis=2)
-    spread = jnp.concatenate(list(decoder.tiled_decode(latent, tiling, key=key, devices=devices)), axis=2)
+    one = jnp.concatenate(list(tiled_decode(decoder, latent, tiling, key=key, devices=devices[:1])), axis=2)
+    spread = jnp.concatenate(list(tiled_decode(decoder, latent, tiling, key=key, devices=devices)), axis=2)
     assert len(devices) == 8
     assert relative_error(spread, one) <= FLOAT32
     assert spread.devices() == {devices[0]}

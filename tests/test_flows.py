@@ -118,7 +118,7 @@ def test_settings_resolve_once(monkeypatch):
 
 def test_the_command_names_an_unknown_subcommand(capsys):
     assert cli.main(["generat"]) == 2
-    assert "error: unknown command 'generat'; choose one of generate, convert." in capsys.readouterr().err
+    assert "error: unknown command 'generat'; choose one of generate, convert, serve." in capsys.readouterr().err
     assert cli.main([]) == 2
     assert cli.main(["--help"]) == 0
-    assert "ltx-jax {generate,convert}" in capsys.readouterr().out
+    assert "ltx-jax {generate,convert,serve}" in capsys.readouterr().out

@@ -19,7 +19,12 @@ from safetensors import safe_open
 
 from ltx_jax import LTXPipeline
 from ltx_jax.cli import generate
-from ltx_jax.model.video_vae import DimensionSizeConfig, TileSizeConfig, load_diffusion_video_decoder
+from ltx_jax.model.video_vae import (
+    DimensionSizeConfig,
+    TileSizeConfig,
+    diffusion_tiled_decode,
+    load_diffusion_video_decoder,
+)
 from ltx_jax.parallel import make_mesh
 from ltx_jax.pipeline import Guidance, ImageCondition
 from ltx_jax.pipeline.decoders import DiffusionVideoDecoding, frames_uint8
@@ -207,7 +212,9 @@ def test_a_flow_decodes_with_the_diffusion_vae_file(tiny, tmp_path):
     assert not decoder_programs & threads.on_main_thread()
     assert out.video.shape == (9, 128, 128, 3)
     decoder = load_diffusion_video_decoder(tiny["diffusion_video_vae_path"], param_dtype=jnp.bfloat16)
-    alone = decoder.tiled_decode(out.video_latent, tiling, key=jax.random.key(3), devices=jax.devices()[:1])
+    alone = diffusion_tiled_decode.tiled_decode(
+        decoder, out.video_latent, tiling, key=jax.random.key(3), devices=jax.devices()[:1]
+    )
     np.testing.assert_array_equal(out.video, np.asarray(frames_uint8(jnp.concatenate(list(alone), axis=2))))
     with av.open(str(tmp_path / "diffusion.mp4")) as container:
         assert sum(1 for _ in container.decode(video=0)) == 9

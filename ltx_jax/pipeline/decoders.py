@@ -35,6 +35,7 @@ import numpy as np
 from flax import nnx
 
 from ltx_jax.model import audio_vae, video_vae
+from ltx_jax.model.video_vae import diffusion_tiled_decode
 from ltx_jax.pipeline.components import JittedModule, Upsampling
 from ltx_jax.pipeline.flows import Flow, Plan
 from ltx_jax.pipeline.pipelines import final_latent_shapes, later_first_forwards, stage_pixels, stage_transformer
@@ -145,7 +146,8 @@ class DiffusionVideoDecoding:
     def chunks(self, latent: jax.Array, seed: int) -> list[jax.Array]:
         """As `VideoDecoding.chunks`: one `(n, H, W, 3)` uint8 chunk per temporal group of tiles, in order."""
         latent, key = jax.device_put((latent, jax.random.key(seed)), self.device)
-        videos = self.decoder.tiled_decode(latent, self.tiling_for(latent.shape), key=key, devices=self.devices)
+        tiling = self.tiling_for(latent.shape)
+        videos = diffusion_tiled_decode.tiled_decode(self.decoder, latent, tiling, key=key, devices=self.devices)
         frames = [frames_uint8(video) for video in videos]
         for chunk in frames:
             chunk.copy_to_host_async()
@@ -154,8 +156,9 @@ class DiffusionVideoDecoding:
     def compile_ahead(self, shape: tuple[int, ...], dtype: jnp.dtype) -> None:
         """Compiles stages 1-3, the tiles and the uint8 conversion of each chunk for a `shape` latent of `dtype`."""
         tiling = self.tiling_for(shape)
-        self.decoder.compile_tiles(jax.ShapeDtypeStruct(shape, dtype, sharding=self._placed), tiling, self.devices)
-        for frames in set(self.decoder.tiled_chunk_frames(shape, tiling)):
+        latent = jax.ShapeDtypeStruct(shape, dtype, sharding=self._placed)
+        diffusion_tiled_decode.compile_tiles(self.decoder, latent, tiling, self.devices)
+        for frames in set(diffusion_tiled_decode.tiled_chunk_frames(self.decoder, shape, tiling)):
             chunk = (shape[0], self.decoder.config.out_channels, frames, shape[3] * 32, shape[4] * 32)
             frames_uint8.lower(jax.ShapeDtypeStruct(chunk, dtype, sharding=self._placed)).compile()
 

@@ -84,6 +84,13 @@ class TiledLayout:
         return [(start, n) for start, n in kept if n > 0]
 
 
+def tiled_chunk_frames(
+    decoder: DiffusionVideoDecoder, latent_shape: tuple[int, ...], tiling: TileSizeConfig
+) -> list[int]:
+    """How many frames each chunk `tiled_decode` yields for a latent of `latent_shape` holds, in order."""
+    return [frames for _, frames in TiledLayout.of(decoder, tuple(latent_shape), tiling).chunks()]
+
+
 def _feature_windows(tiles: Sequence[DiffusionTile], feature_frames: int) -> Windows:
     """Each tile's (T, H, W) window of the stage-4 features; a trailing tile's runs through the trailing pad."""
     return tuple(

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Sequence
 from typing import Literal
 
 import jax
@@ -46,7 +45,6 @@ from ltx_jax.model.video_vae.diffusion_blocks import (
     WChunkPlan,
 )
 from ltx_jax.model.video_vae.ops import PerChannelStatistics, patchify, unpatchify
-from ltx_jax.model.video_vae.tiling import TileSizeConfig
 
 SCALE = (8, 32, 32)  # upstream's fixed `video_downscale_factors` (time, height, width)
 CHUNKED_W_CHUNKS = 4  # `DiffVAEMode.CHUNKED_EAGER`'s W split (`transformer/config.py::_CHUNKED_W_CHUNKS`)
@@ -267,31 +265,6 @@ class DiffusionVideoDecoder(nnx.Module):
         context = self.context(x)
         pixels = self.denoise(context, self._initial_noise(latent.shape, noise))
         return self._crop(pixels, latent.shape).astype(latent.dtype)
-
-    # Tiled (diffusion_tiled_decode.py): stages 4-5 per tile of `tiling` (a `TileSizeConfig`), over `devices`.
-
-    def tiled_decode(
-        self, latent: jax.Array, tiling: TileSizeConfig, *, key: jax.Array | None = None,
-        noise: jax.Array | None = None, devices: Sequence[jax.Device] | None = None,
-    ) -> Iterator[jax.Array]:  # fmt: skip
-        """(B, 3, n, H, W) chunks along time of the video, from `key` (the whole video's noise drawn once) or
-        `noise` (`video_shape(latent.shape)`); the tiles spread round-robin over `devices`."""
-        from ltx_jax.model.video_vae import diffusion_tiled_decode  # noqa: PLC0415 - it imports this module
-
-        return diffusion_tiled_decode.tiled_decode(self, latent, tiling, key=key, noise=noise, devices=devices)
-
-    def tiled_chunk_frames(self, latent_shape: tuple[int, ...], tiling: TileSizeConfig) -> list[int]:
-        """How many frames each chunk `tiled_decode` yields for a latent of `latent_shape` holds, in order."""
-        from ltx_jax.model.video_vae.diffusion_tiled_decode import TiledLayout  # noqa: PLC0415
-
-        return [frames for _, frames in TiledLayout.of(self, tuple(latent_shape), tiling).chunks()]
-
-    def compile_tiles(self, latent: jax.ShapeDtypeStruct, tiling: TileSizeConfig, devices: Sequence[jax.Device]) -> int:
-        """Compiles, without running, what `tiled_decode(..., key=..., devices=devices)` runs for a latent like
-        `latent`; returns how many tile programs."""
-        from ltx_jax.model.video_vae import diffusion_tiled_decode  # noqa: PLC0415
-
-        return diffusion_tiled_decode.compile_tiles(self, latent, tiling, devices)
 
     def _check_inputs(self, latent: jax.Array, noise: jax.Array) -> None:
         if latent.ndim != 5 or latent.shape[1] != self.config.in_channels:
