@@ -283,6 +283,8 @@ def test_health_is_a_503_once_the_worker_has_died(pipe, tmp_path, monkeypatch):
         (["--lora", "x.safetensors"], "--lora apply to runs on model files"),
         (["--jobs-dir", __file__], "is a file"),
         (["--port", "PORT IN USE"], "cannot be bound"),
+        (["--port", "0"], "argument --port: 0 must be at least 1"),
+        (["--port", "70000"], "argument --port: 70000 is above 65535"),
     ],
 )
 def test_the_command_refuses_bad_flags_before_loading(flags, words, capsys, no_model_building, tmp_path):

@@ -47,6 +47,14 @@ KEY_VARIABLE = "LTX_JAX_API_KEY"
 _COMPILE_SIZE = re.compile(r"(\d+)x(\d+)x(\d+)")
 
 
+
+def tcp_port(text: str) -> int:
+    """An argparse type: a TCP port, 1-65535 (uvicorn would take 70000 as 70000 mod 65536)."""
+    port = positive_int(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"{port} is above 65535, the largest TCP port")
+    return port
+
 def compile_size(text: str) -> tuple[int, int, int]:
     """An argparse type: WIDTHxHEIGHTxFRAMES."""
     match = _COMPILE_SIZE.fullmatch(text)
@@ -63,7 +71,7 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
     flow_flag(model_flags(parser))
     server = parser.add_argument_group("server")
     server.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    server.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    server.add_argument("--port", type=tcp_port, default=8000, help="port, 1-65535 (default 8000)")
     server.add_argument("--jobs-dir", type=Path, default=Path("ltx-jax-jobs"), help="jobs and videos (%(default)s)")
     server.add_argument(
         "--api-key", default=os.environ.get(KEY_VARIABLE),
