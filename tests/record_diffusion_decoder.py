@@ -34,11 +34,9 @@ Writes:
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,6 +48,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "ltx25_diffusion_decoder"
 sys.path.insert(0, str(HERE))
+from record_ltx25_fixtures import recorder_command  # noqa: E402
 from torchaudio_stand_in import torchaudio_stand_in  # noqa: E402
 
 with torchaudio_stand_in():
@@ -71,7 +70,6 @@ with torchaudio_stand_in():
     from ltx_core.model.video_vae.transformer.chunked.attn import chunked
     from ltx_core.model.video_vae.transformer.fallback_na.eager import na3d
     from ltx_core.tiling import DimensionSizeConfig, TileSizeConfig
-    from safetensors import safe_open
     from safetensors.torch import save_file
 
 SEED = 0
@@ -311,39 +309,5 @@ def record(out: Path) -> None:
     record_attention(out, gen)
 
 
-def differences(recorded: Path, committed: Path) -> list[str]:
-    """What differs between two fixture folders: files, metadata values (JSON-decoded), tensors, arrays."""
-    names = sorted({p.name for p in recorded.iterdir()} | {p.name for p in committed.iterdir()})
-    found = []
-    for name in names:
-        if not (recorded / name).is_file() or not (committed / name).is_file():
-            found.append(f"{name}: only in one of the two")
-        elif name.endswith(".npz"):
-            new, old = np.load(recorded / name), np.load(committed / name)
-            if set(new) != set(old) or any(not np.array_equal(new[k], old[k]) for k in new):
-                found.append(f"{name}: arrays differ")
-        else:
-            with safe_open(recorded / name, "pt") as new, safe_open(committed / name, "pt") as old:
-                meta = [{k: json.loads(v) for k, v in (f.metadata() or {}).items()} for f in (new, old)]
-                if meta[0] != meta[1] or set(new.keys()) != set(old.keys()):
-                    found.append(f"{name}: metadata or keys differ")
-                elif any(not torch.equal(new.get_tensor(k), old.get_tensor(k)) for k in new.keys()):
-                    found.append(f"{name}: tensors differ")
-    return found
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--check", action="store_true", help="record into a temporary folder and compare")
-    if not parser.parse_args().check:
-        record(FIXTURES)
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        record(Path(tmp))
-        found = differences(Path(tmp), FIXTURES)
-    sys.stdout.write("\n".join(found or ["the committed fixtures equal a new recording"]) + "\n")
-    sys.exit(1 if found else 0)
-
-
 if __name__ == "__main__":
-    main()
+    recorder_command(__doc__.split("\n", 1)[0], record, FIXTURES)
