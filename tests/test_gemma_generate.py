@@ -4,6 +4,7 @@ tokens, sampling's distribution, and a run with the weights split over 8 devices
 
 from collections.abc import Callable
 
+import jax
 import numpy as np
 import pytest
 import torch
@@ -93,11 +94,16 @@ def test_a_stop_token_ends_generation_as_eos_does_in_transformers(text_models: t
 
 
 def test_weights_split_over_8_devices_generate_the_same_tokens(text_models: tuple) -> None:
+    """Split over the mesh (as on GPUs), and, by default on simulated CPU devices, copied onto the first."""
     reference, model = text_models
     single = Gemma3Generator(model, stop_token_ids=()).generate(PROMPT, max_new_tokens=12, sampling=GREEDY)
     sharded_model = shard_gemma(ours(reference.config.to_dict(), reference.state_dict()), make_mesh(8))
-    sharded = Gemma3Generator(sharded_model, stop_token_ids=()).generate(PROMPT, max_new_tokens=12, sampling=GREEDY)
-    assert sharded.tokens == single.tokens
+    split = Gemma3Generator(sharded_model, stop_token_ids=(), one_device_on_simulated_cpus=False)
+    one = Gemma3Generator(sharded_model, stop_token_ids=())
+    assert split.device is None
+    assert one.device == jax.devices()[0]
+    for generator in (split, one):
+        assert generator.generate(PROMPT, max_new_tokens=12, sampling=GREEDY).tokens == single.tokens
 
 
 def test_sampling_draws_from_the_tempered_top_k_softmax() -> None:
