@@ -1,56 +1,68 @@
 """`ltx-jax serve` (ltx_jax/serve) on the embedded model: every route in-process through Starlette's TestClient (one
-pipeline for the module, one server per test on its own jobs folder), and once the real command on a port.
+pipeline for the module, one server per test on its own jobs folder), and the real command on a port: a request, a
+real browser on its page (tests/serve_browser.py) and 20 clients' load of 100 jobs (tests/serve_load.py).
 
 A TestClient used in a `with` block runs the app's lifespan, whose worker runs the jobs; one used without leaves the
 jobs queued, as a server that has not started its worker (or has crashed) would."""
 
 import io
+import os
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import av
 import httpx
 import numpy as np
 import pytest
 from PIL import Image
+from serve_browser import check_the_page_in_a_browser
+from serve_case import (
+    LONG,
+    MODEL,
+    POLL_S,
+    SMALL,
+    WAIT_S,
+    command_line,
+    finished,
+    frames_of,
+    free_port,
+    polled,
+    start_server,
+    stop_server,
+    wait_until_up,
+)
+from serve_load import check_load
 from starlette.testclient import TestClient
 
 from ltx_jax.cli import serve as serve_command
 from ltx_jax.parallel import make_mesh
-from ltx_jax.pipeline import LTXPipeline, Plan, Stage
+from ltx_jax.pipeline import LTXPipeline, Plan, Stage, flows
 from ltx_jax.pipeline.stops import StepWatch
-from ltx_jax.serve import Limits, Server, create_app
+from ltx_jax.serve import Limits, Server, create_app, peers
+from ltx_jax.serve.settings import Served, checker
 
-MODEL = "ltx-jax-embedded"
-SMALL = {"prompt": "a red fox", "size": "64x64", "num_frames": 9, "num_inference_steps": 2}
-LONG = {**SMALL, "num_inference_steps": 400}  # seconds of denoising: time to act while it runs
-WAIT_S = 120  # for a job to finish, or the command to start
-POLL_S = 0.02
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+LOAD = {"prompt": "a fox", "size": "32x32", "num_frames": 1, "num_inference_steps": 2}  # the smallest job there is
 
 
 @pytest.fixture(scope="module", autouse=True)
 def command(tmp_path_factory):
-    """`ltx-jax serve` on a free port (the module's last test uses it), started before anything else of the module
-    so that it loads and compiles while the tests before run."""
+    """`ltx-jax serve` on a free port (the browser, the load and the module's last test use it), started before
+    anything else of the module so that it loads and compiles while the tests before run."""
     folder = tmp_path_factory.mktemp("command")
     port, log = free_port(), folder / "serve.log"
-    command = [Path(sys.executable).with_name("ltx-jax"), "serve", "--cpu", "--port", str(port)]
-    command += ["--jobs-dir", str(folder / "jobs"), "--compile-size", "64x64x9"]
-    with log.open("w") as output:
-        server = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
-    yield server, port, log
-    server.terminate()
-    server.wait(WAIT_S)
+    compile_sizes = ["--compile-size", "64x64x9", "32x32x1"]  # SMALL's size and LOAD's
+    server = start_server(command_line(port, folder / "jobs", *compile_sizes), log)
+    yield SimpleNamespace(process=server, port=port, log=log, jobs=folder / "jobs", url=f"http://127.0.0.1:{port}")
+    stop_server(server)
+
+
+@pytest.fixture
+def served(command):
+    """The command, once up."""
+    with httpx.Client(base_url=command.url, timeout=WAIT_S) as http:
+        wait_until_up(http, command.process, command.log)
+    return command
 
 
 @pytest.fixture(scope="module")
@@ -66,27 +78,6 @@ def serving(pipe, folder, **options):
 def client(pipe, tmp_path):
     with serving(pipe, tmp_path / "jobs") as client:
         yield client
-
-
-def polled(client, job_id, done, headers=None):
-    """The job once `done(job)`, polled."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        job = client.get(f"/v1/videos/{job_id}", headers=headers).json()
-        if done(job):
-            return job
-        time.sleep(POLL_S)
-    raise AssertionError(f"job {job_id} is still {job['status']} after {WAIT_S} s")
-
-
-def finished(client, job_id, headers=None):
-    return polled(client, job_id, lambda job: job["status"] in ("completed", "failed", "cancelled"), headers)
-
-
-def frames_of(mp4: bytes) -> tuple[int, int, int]:
-    with av.open(io.BytesIO(mp4)) as container:
-        frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
-    return len(frames), *frames[0].shape[:2]
 
 
 def png(size=(64, 64)) -> bytes:
@@ -298,23 +289,63 @@ def test_the_command_refuses_bad_flags_before_loading(flags, words, capsys, no_m
     assert words in capsys.readouterr().err
 
 
-def up(http: httpx.Client) -> bool:
-    try:
-        return http.get("/health").status_code == 200
-    except httpx.TransportError:
-        return False
-
-
-def test_the_serve_command_serves_a_video_on_a_port(command):
-    server, port, log = command
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=WAIT_S) as http:
-        deadline = time.monotonic() + WAIT_S
-        while not up(http):
-            assert server.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.5)
-        assert "compiled 64x64, 9 frames" in log.read_text()
+def test_the_serve_command_serves_a_video_on_a_port(served):
+    with httpx.Client(base_url=served.url, timeout=WAIT_S) as http:
+        assert "compiled 64x64, 9 frames" in served.log.read_text()
         job = http.post("/v1/videos", json=SMALL).json()
         job = finished(http, job["id"])
         assert job["status"] == "completed", job
         assert frames_of(http.get(f"/v1/videos/{job['id']}/content").content) == (9, 64, 64)
+
+
+def test_a_browser_submits_from_the_page_watches_the_queue_cancels_and_plays_the_video(served, tmp_path):
+    """Headless Chromium (tests/serve_browser.py); skipped only where Chromium is not installed."""
+    artifacts = Path(os.environ.get("TEST_ARTIFACTS", tmp_path))
+    check_the_page_in_a_browser(served.url, artifacts / "serve_page.png")
+
+
+def test_20_clients_100_jobs_each_completes_once_and_memory_stays_flat(served):
+    """tests/serve_load.py: on loopback, against the command's process."""
+    check_load(served, LOAD, jobs=100, clients=20)
+
+
+def test_a_follower_runs_what_process_0_announces_and_stops_where_it_stops(tmp_path, monkeypatch, caplog):
+    """ltx_jax/serve/peers.py without processes: what `Leader` broadcasts, replayed to `follow` (each array of the
+    shape and dtype the follower gives, as the collective needs), with a generation that only reports 4 steps."""
+    sent = []
+    monkeypatch.setattr(peers, "_broadcast", lambda values: sent.append(values.copy()) or values)
+    monkeypatch.setattr(peers, "_signals_to_process_0", lambda: None)  # the test process keeps its handlers
+    leader, image = peers.Leader(), tmp_path / "input.png"
+    image.write_bytes(png())
+    leader.announce("video_a", {**SMALL, "seed": 7}, image)
+    leader.step(stop=False)
+    leader.step(stop=True)  # stopped at its second forward
+    leader.announce("video_b", SMALL, None)
+    leader.idle()  # process 0 failed video_b alone, before its first forward
+    leader.idle()
+    leader.stop()
+
+    def replay(values):
+        message = sent.pop(0)
+        assert (message.shape, message.dtype) == (values.shape, values.dtype)
+        return message
+
+    runs = []
+
+    def generate(prompt, settings, *, negative_prompt, on_step):
+        upload = Path(settings.images[0].image).read_bytes() if settings.images else None
+        runs.append((prompt, settings.seed, settings.width, settings.num_frames, upload))
+        for step in range(4):
+            on_step(step, 4)
+
+    monkeypatch.setattr(peers, "_broadcast", replay)
+    flow = flows.get("one-stage")
+    check = checker(Served(MODEL, flow, flow.defaults("embedded")), Limits())
+    with caplog.at_level("INFO", "ltx_jax.serve.peers"):
+        peers.follow(SimpleNamespace(generate=generate), check)
+    assert sent == []
+    assert runs == [("a red fox", 7, 64, 9, png()), ("a red fox", 10, 64, 9, None)]
+    assert [record.getMessage() for record in caplog.records] == [
+        "job video_a stopped by process 0", "job video_b left: process 0 went on without it",
+        "process 0 stopped the server",
+    ]  # fmt: skip

@@ -21,17 +21,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ltx_jax.cli.devices import simulate_cpu_devices_if_needed
 from ltx_jax.cli.model_flags import (
     NOT_A_NUMBER,
     check_compile_cache,
     checkpoint_files,
+    cluster_flags,
+    devices_and_cluster,
     finite_float,
     flow_flag,
     mesh_and_runtime,
     mesh_flags,
     model_flags,
-    positive_int,
     use_compile_cache,
 )
 from ltx_jax.cli.prompts import DEFAULT_PROMPT, check_enhance_prompt, load_prompt_embeddings, prompts_of
@@ -39,7 +39,7 @@ from ltx_jax.cli.summary import Compilations, describe_mesh, format_summary, sav
 
 # Imported before JAX's backends start: none of these modules touches a device at import.
 from ltx_jax.interrupts import check_stop, describe, exit_status, signals_interrupt
-from ltx_jax.parallel.cluster import Cluster, check_same_everywhere, leave
+from ltx_jax.parallel.cluster import check_same_everywhere, leave
 from ltx_jax.pipeline import GenerationSettings, Guidance, ImageCondition, RetakeSpan, VideoCondition, flows
 from ltx_jax.pipeline.defaults import EMBEDDED_DEFAULTS, reference_guidance
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF, LTX_2_4_IMAGE_CRF
@@ -89,13 +89,7 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
     run = mesh_flags(parser)
     run.add_argument("--output-path", type=Path, default=Path("output.mp4"), help="mp4 to write (default output.mp4)")
     run.add_argument("--save-latents", type=Path, help="also write the final video/audio latents to this .npz")
-    cluster = parser.add_argument_group("several processes (jax.distributed; auto-detected under SLURM / Open MPI)")
-    cluster.add_argument("--coordinator-address", help="HOST:PORT of process 0's coordinator")
-    cluster.add_argument("--num-processes", type=positive_int, help="processes in the job")
-    cluster.add_argument("--process-id", type=int, help="this process's index, 0..num-processes-1")
-    cluster.add_argument(
-        "--distributed-timeout", type=positive_int, default=120, help="seconds to wait for peers (120)"
-    )
+    cluster_flags(parser)
     models = model_flags(parser)
     models.add_argument("--prompt-embeddings", type=Path, help=".npz with video/audio[/negative_video/negative_audio]")
     gen = parser.add_argument_group("generation (unset: the pipeline's default)")
@@ -132,6 +126,12 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
         "--conditioning-attention-mask", nargs=2, metavar=("MASK_PATH", "STRENGTH"),
         help="ic-lora: a grayscale video over the reference's frames (white = full attention) and a strength",
     )  # fmt: skip
+    gen.add_argument(
+        "--reference-video", help="dubit: the video to dub, with its audio track (its frames, frame rate and voice)"
+    )
+    gen.add_argument(
+        "--reference-strength", type=finite_float, help="dubit: how much of --reference-video's frames is kept (1)"
+    )
     gen.add_argument("--video-path", help="retake: the source video whose --start-time..--end-time is generated again")
     gen.add_argument("--start-time", type=finite_float, help="retake: seconds where the regenerated span starts")
     gen.add_argument("--end-time", type=finite_float, help="retake: seconds where it ends (the rest is kept)")
@@ -176,6 +176,10 @@ def images_of(args: argparse.Namespace) -> tuple[ImageCondition, ...]:
 
 
 def reference_videos_of(args: argparse.Namespace) -> tuple[VideoCondition, ...]:
+    if flows.get(args.pipeline).needs.audio_input == "reference":
+        return (dubbed_video_of(args),)
+    if given := [flag for flag in ("reference_video", "reference_strength") if getattr(args, flag) is not None]:
+        raise ValueError(f"{', '.join('--' + g.replace('_', '-') for g in given)}: these belong to --pipeline dubit.")
     videos = []
     for path, strength in args.video_conditioning:
         try:
@@ -183,6 +187,15 @@ def reference_videos_of(args: argparse.Namespace) -> tuple[VideoCondition, ...]:
         except NOT_A_NUMBER:
             raise ValueError(f"--video-conditioning {path} {strength}: STRENGTH must be a finite number.") from None
     return tuple(videos)
+
+
+def dubbed_video_of(args: argparse.Namespace) -> VideoCondition:
+    """dubit's --reference-video and --reference-strength (default 1, as 1.2.0's), instead of --video-conditioning."""
+    if args.video_conditioning:
+        raise ValueError(f"--video-conditioning: --pipeline {args.pipeline} takes --reference-video PATH instead.")
+    if args.reference_video is None:
+        raise ValueError(f"--pipeline {args.pipeline} needs --reference-video PATH: the video to dub, with its audio.")
+    return VideoCondition(args.reference_video, 1.0 if args.reference_strength is None else args.reference_strength)
 
 
 def attention_mask_of(args: argparse.Namespace) -> tuple[float, str | None]:
@@ -308,18 +321,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
 def start_and_run(args: argparse.Namespace) -> None:
     """Checks the process flags, sets the devices up, runs, prints the summary."""
     check_compile_cache(args)
-    cluster = Cluster(
-        coordinator_address=args.coordinator_address, num_processes=args.num_processes, process_id=args.process_id,
-        timeout_s=args.distributed_timeout,
-    )  # fmt: skip
-    processes = cluster.size()
-    if args.mesh % processes:
-        raise ValueError(f"--mesh {args.mesh} must be a multiple of the {processes} processes (each brings devices).")
-    cpu = simulate_cpu_devices_if_needed(args.mesh // processes, args.cpu)  # before JAX initializes its backends
+    devices_and_cluster(args)  # before JAX initializes its backends
     import jax  # noqa: PLC0415 - its backends start after the device setup
 
-    if processes > 1 or args.coordinator_address:
-        cluster.join(cpu)
     use_compile_cache(args)
     start = time.perf_counter()
     print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})")

@@ -1,5 +1,6 @@
 """The flags `ltx-jax generate` and `ltx-jax serve` share: the mesh and how the DiT runs on it (`mesh_flags`), the
-model files (`model_flags`), the flow (`flow_flag`), and what they become: `CheckpointFiles` (`checkpoint_files`), the
+processes of a `jax.distributed` run (`cluster_flags`), the model files (`model_flags`), the flow (`flow_flag`), and
+what they become: the devices and the cluster (`devices_and_cluster`), `CheckpointFiles` (`checkpoint_files`), the
 mesh and `RuntimeOptions` (`mesh_and_runtime`), JAX's compilation cache (`check_compile_cache`, `use_compile_cache`).
 
 Nothing here imports JAX at module level: the commands set the devices up before JAX starts its backends.
@@ -76,6 +77,34 @@ def mesh_flags(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
         help="JAX's persistent compilation cache, shared by runs and processes (default: %(default)s; 'none': off)",
     )
     return run
+
+
+def cluster_flags(parser: argparse.ArgumentParser) -> None:
+    cluster = parser.add_argument_group("several processes (jax.distributed; auto-detected under SLURM / Open MPI)")
+    cluster.add_argument("--coordinator-address", help="HOST:PORT of process 0's coordinator")
+    cluster.add_argument("--num-processes", type=positive_int, help="processes in the job")
+    cluster.add_argument("--process-id", type=int, help="this process's index, 0..num-processes-1")
+    cluster.add_argument(
+        "--distributed-timeout", type=positive_int, default=120, help="seconds to wait for peers (120)"
+    )
+
+
+def devices_and_cluster(args: argparse.Namespace) -> None:
+    """Before JAX starts its backends: each process's share of --mesh's devices (simulated CPU ones where there is
+    no accelerator, or with --cpu), then the processes joined by `jax.distributed` where there are several."""
+    from ltx_jax.cli.devices import simulate_cpu_devices_if_needed  # noqa: PLC0415
+    from ltx_jax.parallel.cluster import Cluster  # noqa: PLC0415
+
+    cluster = Cluster(
+        coordinator_address=args.coordinator_address, num_processes=args.num_processes, process_id=args.process_id,
+        timeout_s=args.distributed_timeout,
+    )  # fmt: skip
+    processes = cluster.size()
+    if args.mesh % processes:
+        raise ValueError(f"--mesh {args.mesh} must be a multiple of the {processes} processes (each brings devices).")
+    cpu = simulate_cpu_devices_if_needed(args.mesh // processes, args.cpu)
+    if processes > 1 or args.coordinator_address:
+        cluster.join(cpu)
 
 
 def model_flags(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:

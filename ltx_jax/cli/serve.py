@@ -9,25 +9,33 @@ requests of those sizes find their programs compiled; then one thread runs the j
 checked as `generate` checks its flags (a bad field is a 400 naming it), then against the --max-* limits. Jobs and
 their videos live in --jobs-dir and outlive a restart. Binds 127.0.0.1 unless --host says otherwise; with an API
 key (--api-key, or LTX_JAX_API_KEY: other users of the machine can read a command line), every route wants it.
+
+Several processes (`jax.distributed`, the cluster flags of `generate`, every process given the same flags but
+--process-id, --host, --port, --jobs-dir, --api-key): process 0 serves and queues, every process runs each job on the
+mesh (ltx_jax/serve/peers.py). Stop the server by stopping process 0 (SIGINT, SIGTERM): it stops the others.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib.util
 import logging
 import os
 import re
+import signal
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ltx_jax.cli.devices import simulate_cpu_devices_if_needed
 from ltx_jax.cli.generate import reporting_errors
 from ltx_jax.cli.model_flags import (
     check_compile_cache,
     checkpoint_files,
+    cluster_flags,
+    devices_and_cluster,
     flow_flag,
     mesh_and_runtime,
     mesh_flags,
@@ -44,6 +52,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("ltx_jax.serve")
 KEY_VARIABLE = "LTX_JAX_API_KEY"
+PROCESS_LOCAL = ("process_id", "host", "port", "jobs_dir", "api_key")  # flags only process 0 uses, or its own
 _COMPILE_SIZE = re.compile(r"(\d+)x(\d+)x(\d+)")
 
 
@@ -68,6 +77,7 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     mesh_flags(parser)
+    cluster_flags(parser)
     flow_flag(model_flags(parser))
     server = parser.add_argument_group("server")
     server.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
@@ -131,10 +141,15 @@ def start(args: argparse.Namespace) -> None:
             raise ValueError("ltx-jax serve encodes each request's prompt: give --gemma-root or --text-encoder-path.")
     defaults = flows.get(args.pipeline).defaults("embedded") if files is None else files.defaults(args.pipeline)
     sizes = checked_sizes(args, defaults, limits)
-    check_place(args)
-    simulate_cpu_devices_if_needed(args.mesh, args.cpu)  # before JAX initializes its backends
+    if not args.process_id:  # process 0 serves (each process, where SLURM or Open MPI number them)
+        check_place(args)
+    devices_and_cluster(args)  # before JAX initializes its backends
     import jax  # noqa: PLC0415 - its backends start after the device setup
 
+    from ltx_jax.parallel.cluster import check_same_everywhere  # noqa: PLC0415
+
+    same = {name: value for name, value in vars(args).items() if name not in PROCESS_LOCAL}
+    check_same_everywhere(same, "--process-id, --host, --port, --jobs-dir and --api-key")
     use_compile_cache(args)
     log_to_stderr()
     logger.info("devices: %d x %s (%s)", jax.device_count(), jax.devices()[0].device_kind, jax.default_backend())
@@ -191,10 +206,13 @@ def serve(
     args: argparse.Namespace, files: CheckpointFiles | None, sizes: list[tuple[int, int, int]], limits: Limits
 ) -> None:
     """Loads the pipeline, compiles `sizes`, serves until uvicorn is stopped (SIGINT, SIGTERM)."""
+    import jax  # noqa: PLC0415
     import uvicorn  # noqa: PLC0415
 
     from ltx_jax.pipeline import LTXPipeline  # noqa: PLC0415
     from ltx_jax.serve import Server, create_app  # noqa: PLC0415
+    from ltx_jax.serve.peers import Leader, follow  # noqa: PLC0415
+    from ltx_jax.serve.settings import Served, checker  # noqa: PLC0415
     from ltx_jax.serve.worker import compile_sizes  # noqa: PLC0415
 
     mesh, runtime = mesh_and_runtime(args)
@@ -203,11 +221,35 @@ def serve(
     else:
         pipeline = LTXPipeline.from_files(files, flow=args.pipeline, mesh=mesh, runtime=runtime)
     logger.info("%s, %s flow, mesh of %d", pipeline.description, args.pipeline, mesh.size)
-    compile_sizes(pipeline, sizes)
+    compile_sizes(pipeline, sizes)  # on every process: each compiles the programs it runs
     model = args.served_model_name or model_name(args)
-    server = Server.of(pipeline, args.jobs_dir, model=model, limits=limits, api_key=args.api_key)
+    if jax.process_index() > 0:
+        logger.info("process %d of %d: running process 0's jobs", jax.process_index(), jax.process_count())
+        follow(pipeline, checker(Served(model, pipeline.flow, pipeline.defaults), limits))
+        return
+    peers = Leader() if jax.process_count() > 1 else None
+    server = Server.of(pipeline, args.jobs_dir, model=model, limits=limits, api_key=args.api_key, peers=peers)
     logger.info("serving %s on http://%s:%d (jobs in %s)", model, args.host, args.port, args.jobs_dir)
-    uvicorn.run(create_app(server), host=args.host, port=args.port, log_level="info")
+    with contextlib.nullcontext() if peers is None else stop_signals_noted():
+        uvicorn.run(create_app(server), host=args.host, port=args.port, log_level="info")
+
+
+@contextlib.contextmanager
+def stop_signals_noted() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM do nothing but be noted. uvicorn stops on them, then raises the signal it
+    stopped on again, which by default ends the process there; under `jax.distributed` that would skip JAX's shutdown
+    barrier, where the other processes (told to stop by the worker) wait for process 0, the coordinator: they would
+    die of its loss. Noted instead, process 0 ends through that barrier with the others (`exit_now`), status 0."""
+
+    def note(signum: int, _: object) -> None:
+        logger.info("stopped by %s", signal.Signals(signum).name)
+
+    previous = {signum: signal.signal(signum, note) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def model_name(args: argparse.Namespace) -> str:

@@ -71,9 +71,11 @@ class Cluster:
         stop_together(_gather_signals)  # one process stopping alone would leave the others waiting in a collective
 
 
-def check_same_everywhere(arguments: Mapping[str, object]) -> None:
+def check_same_everywhere(
+    arguments: Mapping[str, object], may_differ: str = "--process-id and the output paths"
+) -> None:
     """In a multi-process run every process must be given the same `arguments` (what shapes the result);
-    raises `ValueError` where they differ."""
+    raises `ValueError` where they differ, naming the flags that `may_differ`."""
     if jax.process_count() == 1:
         return
     text = json.dumps({name: str(value) for name, value in sorted(arguments.items())})
@@ -83,7 +85,7 @@ def check_same_everywhere(arguments: Mapping[str, object]) -> None:
     except AssertionError:
         raise ValueError(
             "the processes were given different generation arguments: start every process with the same flags "
-            "(only --process-id and the output paths may differ)."
+            f"(only {may_differ} may differ)."
         ) from None
 
 

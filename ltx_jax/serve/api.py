@@ -35,8 +35,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ltx_jax.pipeline.ltx_pipeline import LTXPipeline
 from ltx_jax.serve.jobs import Job, JobStore
+from ltx_jax.serve.peers import Leader
 from ltx_jax.serve.schema import FINISHED, ModelCard, ModelList, VideoDeleted, VideoJob, VideoList, VideoRequest
-from ltx_jax.serve.settings import DEFAULT_LIMITS, Limits, MiB, RequestError, Served, check_servable, checked
+from ltx_jax.serve.settings import DEFAULT_LIMITS, Limits, MiB, RequestError, Served, check_servable, checker
 from ltx_jax.serve.worker import Worker
 
 KEY_COOKIE = "ltx_jax_key"
@@ -68,16 +69,17 @@ class Server:
         model: str,
         limits: Limits = DEFAULT_LIMITS,
         api_key: str | None = None,
+        peers: Leader | None = None,
     ) -> Server:
-        """The server of `pipeline` (its flow, its defaults), its jobs in `jobs_dir` (reopened where it holds some)."""
+        """The server of `pipeline` (its flow, its defaults), its jobs in `jobs_dir` (reopened where it holds some);
+        `peers`: under `jax.distributed`, on process 0, the other processes, which run every job too."""
         if api_key == "":
             raise ValueError("api_key is empty: give a key (e.g. from `openssl rand -hex 16`), or None for no key.")
         check_servable(pipeline.flow)
         served = Served(model, pipeline.flow, pipeline.defaults)
-        store = JobStore(
-            jobs_dir, lambda request, image: checked(request, served, limits, image), max_queue=limits.max_queue
-        )
-        return cls(store, Worker(pipeline, store), served, limits.max_upload_bytes, pipeline.description, api_key)
+        store = JobStore(jobs_dir, checker(served, limits), max_queue=limits.max_queue)
+        worker = Worker(pipeline, store, peers)
+        return cls(store, worker, served, limits.max_upload_bytes, pipeline.description, api_key)
 
 
 def create_app(server: Server) -> FastAPI:

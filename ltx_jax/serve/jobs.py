@@ -105,15 +105,20 @@ class JobStore:
     def video_path(self, job_id: str) -> Path:
         return self.folder / job_id / VIDEO
 
-    def next_job(self) -> tuple[Job, Submission] | None:
-        """Blocks until a job is queued, marks it in progress and returns it; None once the store is closed."""
+    def next_job(self, timeout: float | None = None) -> tuple[Job, Submission] | None:
+        """Blocks until a job is queued (at most `timeout` seconds: then None), marks it in progress and returns it;
+        None once the store is closed."""
         with self._changed:
-            while not self._queue and not self._closed:
-                self._changed.wait()
-            if self._closed:
+            self._changed.wait_for(lambda: self._queue or self._closed, timeout)
+            if self._closed or not self._queue:
                 return None
             job_id, submission = self._queue.popleft()
             return self._save(dataclasses.replace(self._jobs[job_id], status="in_progress")), submission
+
+    @property
+    def closed(self) -> bool:
+        with self._changed:
+            return self._closed
 
     def set_progress(self, job_id: str, percent: int) -> None:
         with self._changed:

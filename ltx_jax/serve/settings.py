@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from ltx_jax.pipeline import flows
@@ -129,6 +130,11 @@ def checked(request: VideoRequest, served: Served, limits: Limits, image: Path |
         raise RequestError(message, param=_field_of(message, request)) from None
     _check_limits(settings, request, limits)
     return Submission(request.prompt, request.negative_prompt, settings)
+
+
+def checker(served: Served, limits: Limits) -> Callable[[VideoRequest, Path | None], Submission]:
+    """`checked` for `served` and `limits`: the job store's check (and, under `jax.distributed`, the followers')."""
+    return lambda request, image: checked(request, served, limits, image)
 
 
 def _size(size: str | None) -> tuple[int | None, int | None]:

@@ -3,6 +3,9 @@
 A job runs `LTXPipeline.generate` with an `on_step` hook: before each DiT forward it records the percent of
 denoising steps done and, if the job was cancelled (or the server is stopping), raises `JobStopped` there, which
 ends the generation before anything is decoded; the device is then free for the next job.
+
+Under `jax.distributed` this thread runs on process 0 and leads the other processes (`peers.Leader`): it announces
+each job to them before running it, shares each step's stop decision, ticks while idle and, when it ends, stops them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Sequence
 from ltx_jax.pipeline.ltx_pipeline import LTXPipeline
 from ltx_jax.pipeline.settings import GenerationSettings
 from ltx_jax.serve.jobs import INTERRUPTED, Job, JobStore
+from ltx_jax.serve.peers import IDLE_TICK_S, Leader
 from ltx_jax.serve.settings import Submission
 
 logger = logging.getLogger(__name__)
@@ -31,10 +35,11 @@ class JobStopped(Exception):
 
 
 class Worker:
-    """Takes the store's jobs one by one and runs them on `pipeline` in a background thread."""
+    """Takes the store's jobs one by one and runs them on `pipeline` in a background thread (with `peers`, the
+    other processes of a `jax.distributed` run, on every process)."""
 
-    def __init__(self, pipeline: LTXPipeline, store: JobStore) -> None:
-        self.pipeline, self.store = pipeline, store
+    def __init__(self, pipeline: LTXPipeline, store: JobStore, peers: Leader | None = None) -> None:
+        self.pipeline, self.store, self.peers = pipeline, store, peers
         self.error: Exception | None = None  # what ended the thread early: no job runs any more
         self._thread = threading.Thread(target=self._run_all, name="ltx-jax-serve-worker", daemon=True)
 
@@ -49,11 +54,25 @@ class Worker:
 
     def _run_all(self) -> None:
         try:
-            while (taken := self.store.next_job()) is not None:
+            while (taken := self._next_job()) is not None:
                 self._run(*taken)
         except Exception as error:  # a failure outside a job (the jobs folder): logged, and /health reports it
             self.error = error
             logger.exception("the worker stopped: no job runs from here on")
+        finally:
+            if self.peers is not None:  # the other processes end with this thread
+                try:
+                    self.peers.stop()
+                except Exception:  # a collective that failed above fails again: JAX then ends the processes
+                    logger.exception("the other processes could not be told to stop")
+
+    def _next_job(self) -> tuple[Job, Submission] | None:
+        """The store's next job (None once closed); with peers, a tick to them every `IDLE_TICK_S` until one comes."""
+        if self.peers is None:
+            return self.store.next_job()
+        while (taken := self.store.next_job(IDLE_TICK_S)) is None and not self.store.closed:
+            self.peers.idle()
+        return taken
 
     def _run(self, job: Job, submission: Submission) -> None:
         start = time.perf_counter()
@@ -62,9 +81,13 @@ class Worker:
         def on_step(step: int, steps: int) -> None:
             self.store.set_progress(job.id, 100 * step // steps)
             reason = self.store.stop_reason(job.id)
+            if self.peers is not None:  # every process stops at this step, or none
+                self.peers.step(stop=reason is not None)
             if reason is not None:
                 raise JobStopped(reason)
 
+        if self.peers is not None:
+            self.peers.announce(job.id, job.request, None if job.image is None else path.with_name(job.image))
         try:
             self.pipeline.generate(
                 submission.prompt, submission.settings, negative_prompt=submission.negative_prompt,
