@@ -20,7 +20,7 @@ SIZES = st.sampled_from([-64, 0, 1, 31, 32, 64, 96, 100, 128, 192])
 FRACTIONS = st.sampled_from([-0.5, 0.0, 0.25, 0.7, 1.0, 1.5, 2.0, math.nan, math.inf])
 # flag -> the strategy of its value(s); a present flag is given with it
 FLAGS = {
-    "--pipeline": st.sampled_from(["one-stage", "two-stage", "distilled", "ic-lora", "a2vid", "retake"]),
+    "--pipeline": st.sampled_from(["one-stage", "two-stage", "distilled", "ic-lora", "a2vid", "retake", "dubit"]),
     "--height": SIZES,
     "--width": SIZES,
     "--num-frames": st.sampled_from([-1, 0, 1, 8, 9, 10, 17]),
@@ -32,6 +32,7 @@ FLAGS = {
     "--audio-path": st.sampled_from(["missing.wav", "README.md"]),
     "--audio-start-time": FRACTIONS,
     "--video-path": st.sampled_from(["missing.mp4", "README.md"]),
+    "--reference-video": st.sampled_from(["missing.mp4", "README.md"]),
     "--start-time": FRACTIONS,
     "--end-time": FRACTIONS,
     "--skip-stage-2": st.just(()),

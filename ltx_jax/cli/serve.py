@@ -56,13 +56,13 @@ PROCESS_LOCAL = ("process_id", "host", "port", "jobs_dir", "api_key")  # flags o
 _COMPILE_SIZE = re.compile(r"(\d+)x(\d+)x(\d+)")
 
 
-
 def tcp_port(text: str) -> int:
     """An argparse type: a TCP port, 1-65535 (uvicorn would take 70000 as 70000 mod 65536)."""
     port = positive_int(text)
     if port > 65535:
         raise argparse.ArgumentTypeError(f"{port} is above 65535, the largest TCP port")
     return port
+
 
 def compile_size(text: str) -> tuple[int, int, int]:
     """An argparse type: WIDTHxHEIGHTxFRAMES."""

@@ -1,11 +1,13 @@
 """Conditioning: an encoded image replaces latent frames or is appended as keyframe tokens; an
-encoded reference video (IC-LoRA) is appended alongside the generated frames.
+encoded reference video (IC-LoRA) is appended alongside the generated frames; an encoded reference audio
+(Dub-It) is appended before the generated audio in time.
 
 Source: `ltx_core/conditioning/types/latent_cond.py::VideoConditionByLatentIndex`,
 `keyframe_cond.py::VideoConditionByKeyframeIndex` and `reference_video_cond.py::VideoConditionByReferenceLatent`
 and `attention_strength_wrapper.py::ConditioningItemAttentionStrengthWrapper` with
 `mask_utils.py` (how much the generated tokens and a conditioning's tokens attend to each other);
-`ltx_pipelines/retake.py::TemporalRegionMask` (which time span of a given latent is generated again).
+`ltx_pipelines/retake.py::TemporalRegionMask` (which time span of a given latent is generated again);
+`reference_audio_cond.py::AudioConditionByReferenceLatent` with `ltx_pipelines/dubit.py`'s positions.
 Applied to the patchified state before noise, host-side.
 """
 
@@ -15,8 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ltx_jax.pipeline.patchifiers import patchify_video, video_positions
-from ltx_jax.pipeline.types import LatentState, VideoLatentShape
+from ltx_jax.pipeline.patchifiers import audio_positions, patchify_audio, patchify_video, video_positions
+from ltx_jax.pipeline.types import AudioLatentShape, LatentState, VideoLatentShape
 
 Conditioning = Callable[[LatentState, VideoLatentShape], LatentState]
 
@@ -91,6 +93,22 @@ def condition_by_reference_latent(
     if state.attention_mask is not None:
         attention = extended_attention_mask(state, 1.0, noisy_tokens, tokens.shape[1])
     return _appended(state, tokens, positions, strength, attention)
+
+
+# Seconds between the end of Dub-It's reference audio and the generated audio's start (one audio latent frame).
+REFERENCE_AUDIO_GAP = 0.04
+
+
+def condition_by_audio_reference(state: LatentState, _: object, latent: np.ndarray) -> LatentState:
+    """Appends an audio latent `(B, C, T, M)` as tokens kept as given (strength 1), placed before the generated
+    audio in time: their positions shifted by minus the reference's duration and `REFERENCE_AUDIO_GAP`, so
+    that RoPE sees them as what was said just before (`patchify_dubit_audio_reference_latent` with
+    `negative_positions=True`, then `AudioConditionByReferenceLatent`)."""
+    tokens = patchify_audio(np.asarray(latent, np.asarray(state.latent).dtype))
+    positions = audio_positions(AudioLatentShape(*latent.shape))
+    duration = positions[:, :, -1, 1].max()
+    positions = positions - np.float32(duration) - np.float32(REFERENCE_AUDIO_GAP)  # float32 steps, as torch's
+    return _appended(state, tokens, positions, 1.0)
 
 
 def _appended(

@@ -342,7 +342,7 @@ class LTXPipeline:
             else load_mask_video(  # at stage 1's size, as the reference's command line loads it
                 settings.attention_mask_video, settings.height // 2, settings.width // 2, settings.num_frames
             ),
-            audio=_input_audio(settings),
+            audio=_input_audio(settings, self.flow),
             retake=settings.retake,
             model_version=self.model_version,
         )
@@ -448,8 +448,11 @@ class LTXPipeline:
         return stats
 
 
-def _input_audio(settings: GenerationSettings) -> AudioInput | None:
-    """a2vid's audio file, or the audio track of retake's source video where it has one."""
+def _input_audio(settings: GenerationSettings, flow: Flow) -> AudioInput | None:
+    """a2vid's audio file, the audio track of dubit's reference video, or that of retake's source video where it
+    has one."""
+    if flow.needs.audio_input == "reference":
+        return AudioInput(*read_audio(settings.reference_videos[0].video))
     if settings.audio_path is not None:
         return AudioInput(*read_audio(settings.audio_path, settings.audio_start_time, settings.audio_max_duration))
     if settings.retake is not None and audio_channels(settings.retake.video):

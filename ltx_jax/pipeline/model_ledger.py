@@ -76,7 +76,8 @@ class CheckpointFiles:
             two-stage-hq the two strengths below instead, as the reference ignores it there).
         distilled_lora_strength_stage_1, distilled_lora_strength_stage_2: two-stage-hq's strengths
             of the distilled LoRA in each stage (the reference's defaults 0.25 and 0.5).
-        loras: LoRAs fused into every DiT; for ic-lora the IC-LoRA(s), applied as stage 1 runs only.
+        loras: LoRAs fused into every DiT; for ic-lora the IC-LoRA(s), applied as stage 1 runs only; for dubit
+            the Dub-It IC-LoRA, applied as both stages run.
         prompt_cache_dir: cache prompt contexts here (keyed by prompt and weights).
         dtype: parameter dtype of the DiT and the VAEs: "bfloat16", "float32" or "float16".
         shard_weights: split the DiT's weights over the mesh (FSDP) instead of a copy per device.
@@ -159,6 +160,11 @@ class CheckpointFiles:
             check_lora_matches(checkpoint, lora)
         if flow.needs.ic_lora:
             reference_downscale_factor(self.loras)  # the IC-LoRAs' factors agree
+        if flow.needs.audio_input == "reference" and len(self.loras) != 1:  # as 1.2.0's dubit command
+            raise ValueError(
+                f"The {flow.name} flow needs exactly one LoRA, the Dub-It IC-LoRA (loras, --lora PATH [STRENGTH]); "
+                f"got {len(self.loras)}."
+            )
         self._check_decode_tiling()
 
     def _check_decode_tiling(self) -> None:
@@ -341,7 +347,9 @@ def load_models(files: CheckpointFiles, flow: str | Flow, mesh: Mesh) -> Pipelin
         load_checkpoint, files.dit_path(), mesh=mesh, dtype=dtype, shard_weights=files.shard_weights,
         quantization=files.quantization,
     )  # fmt: skip
-    ic_lora = flow.needs.ic_lora  # its LoRAs (the IC-LoRA) run in stage 1 only; stage 2 is the plain DiT
+    # Its LoRAs (the IC-LoRA) run on the stage-1 weights only; the stage-2 weights are the plain DiT (ic-lora's
+    # stage 2; dubit runs the stage-1 weights in both stages).
+    ic_lora = flow.needs.ic_lora
     with ThreadPoolExecutor(1, thread_name_prefix="ltx-jax-lora") as beside:
         distilled = None
         if flow.needs.distilled_lora:  # read while the DiT loads (its bar shows the time): 2,688 small factors

@@ -22,6 +22,7 @@ from ltx_jax.guidance.perturbations import BatchedPerturbationConfig
 from ltx_jax.model.modality import Modality
 from ltx_jax.pipeline import flows, requests
 from ltx_jax.pipeline.conditioning import (
+    condition_by_audio_reference,
     condition_by_keyframe,
     condition_by_latent_index,
     condition_by_reference_latent,
@@ -77,9 +78,10 @@ def run(components: Components, request: Request, plan: Plan, timings: dict[str,
     video = audio = None
     audios = []
     for stage in plan.stages:
+        reference = _audio_reference(components, request, stage, audio, timed)
         video, audio = _initial_latents(components, request, stage, (video, audio), timed)
         stage_key = jax.random.fold_in(key, stage.noise_stream) if stage.noise_stream else key
-        run_stage = functools.partial(_stage, components, request, stage, stage_key, (video, audio))
+        run_stage = functools.partial(_stage, components, request, stage, stage_key, (video, audio), reference)
         video, audio = timed(stage.timing, run_stage) if stage.timing else run_stage()
         audios.append(audio)
     return video, audios[plan.audio_from]
@@ -130,9 +132,9 @@ def _check_components(components: Components, plan: Plan) -> None:
                 f"{stage.description} starts from the upsampled latent: it needs the spatial upsampler "
                 "(components.upsample)."
             )
-        if stage.initial_audio == "input" and components.encode_audio is None:
+        if "input" in (stage.initial_audio, stage.audio_reference) and components.encode_audio is None:
             raise ValueError(
-                f"{stage.description} starts from the input audio: it needs the audio VAE encoder "
+                f"{stage.description} encodes the input audio: it needs the audio VAE encoder "
                 "(components.encode_audio)."
             )
         source = stage.initial_video == "source" or stage.initial_audio == "source"
@@ -161,6 +163,20 @@ def _initial_latents(
     elif stage.initial_audio == "noise":
         audio = None
     return video, audio
+
+
+def _audio_reference(
+    components: Components, request: Request, stage: Stage, previous: jax.Array | None, timed: Callable[..., Any]
+) -> np.ndarray | None:
+    """The audio latent `stage` appends as reference tokens (`Stage.audio_reference`): the request's audio
+    encoded whole (Dub-It's reference video's track, `_encode_reference_audio_vae_latent`), the previous stage's
+    audio `previous`, or None."""
+    if stage.audio_reference == "input":
+        audio = request.audio
+        return np.asarray(timed("audio_encoding", components.encode_audio, audio.waveform, audio.sample_rate))
+    if stage.audio_reference == "previous":
+        return np.asarray(previous)
+    return None
 
 
 def stage_pixels(request: Request, downscale: int = 1) -> VideoPixelShape:
@@ -218,13 +234,22 @@ def _timed(timings: dict[str, float], phase: str, fn: Callable[..., Any], *args:
     return out
 
 
-def _stage(components: Components, request: Request, stage: Stage, key: jax.Array, initial: Latents) -> Latents:
+def _stage(
+    components: Components,
+    request: Request,
+    stage: Stage,
+    key: jax.Array,
+    initial: Latents,
+    audio_reference: np.ndarray | None = None,
+) -> Latents:
     shape = stage_pixels(request, stage.downscale)
     video_conditionings = [
         *_image_conditionings(components, request.images, shape, keyframes_only=stage.images == "keyframes"),
         *_reference_conditionings(components, request.reference_videos if stage.references else (), shape, request),
     ]
     audio_conditionings = [keep_all] if stage.fixed_audio else []
+    if audio_reference is not None:
+        audio_conditionings.append(functools.partial(condition_by_audio_reference, latent=audio_reference))
     if stage.regenerate_span:
         span = functools.partial(
             regenerate_time_span, start_time=request.retake.start_time, end_time=request.retake.end_time

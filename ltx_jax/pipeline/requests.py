@@ -109,6 +109,8 @@ class Request:
     a2vid: `audio`, the input audio the video is generated around (its latent stays fixed).
     retake: `retake`, the source video and the span to generate again (the size and frames are the
     source's); `audio` its audio track (None: it has none, and the whole audio is generated).
+    dubit: `reference_videos`, the one reference video, and `audio`, its audio track (the frames and frame
+    rate are the video's: `GenerationSettings` reads them).
     `model_version`: the transformer file's, parsed ((2, 5, 0); () unknown), for flows that sample by it
     (distilled: ancestral Euler from 2.5)."""
 
@@ -170,11 +172,15 @@ def check_images(images: Sequence[ImageCondition], num_frames: int, flow: Flow) 
 
 
 def check_reference_videos(videos: Sequence[VideoCondition], skip_stage_2: bool, flow: Flow) -> None:
-    """IC-LoRA's reference videos and `skip_stage_2`: given with the ic-lora flow (at least one video) only."""
+    """IC-LoRA's reference videos and `skip_stage_2`: given with the ic-lora flow (at least one video) only;
+    dubit's one reference video (`--reference-video`, `--reference-strength`)."""
     if not flow.needs.ic_lora:
         if videos or skip_stage_2:
             given = "reference_videos (--video-conditioning)" if videos else "skip_stage_2 (--skip-stage-2)"
             raise ValueError(f"{given} belongs to the ic-lora flow; the {flow.name} flow does not use it.")
+        return
+    if flow.needs.audio_input == "reference":
+        _check_dubbed_video(videos, skip_stage_2, flow)
         return
     if not videos:
         raise ValueError(
@@ -188,9 +194,22 @@ def check_reference_videos(videos: Sequence[VideoCondition], skip_stage_2: bool,
             raise ValueError(f"reference_videos: strength={video.strength} must lie in [0, 1] (1 keeps it exactly).")
 
 
+def _check_dubbed_video(videos: Sequence[VideoCondition], skip_stage_2: bool, flow: Flow) -> None:
+    """dubit: exactly one reference video, kept at a strength in [0, 1]; both stages run."""
+    if skip_stage_2:
+        raise ValueError(f"skip_stage_2 (--skip-stage-2) belongs to the ic-lora flow; the {flow.name} flow runs both.")
+    if len(videos) != 1 or not isinstance(videos[0], VideoCondition):
+        raise ValueError(
+            f"The {flow.name} flow takes exactly one reference video (--reference-video PATH): "
+            f"reference_videos=(VideoCondition(path, strength),), got {tuple(videos)!r}."
+        )
+    if not 0.0 <= videos[0].strength <= 1.0:
+        raise ValueError(f"--reference-strength {videos[0].strength} must lie in [0, 1] (1 keeps the video exactly).")
+
+
 def check_reference_attention(strength: float, masked: bool, flow: Flow) -> None:
     """ic-lora's attention strength in [0, 1]; it and a mask (`masked`) belong to the ic-lora flow only."""
-    if not flow.needs.ic_lora and (strength != 1.0 or masked):
+    if (not flow.needs.ic_lora or flow.needs.audio_input == "reference") and (strength != 1.0 or masked):
         raise ValueError(
             f"The reference attention strength and mask (--conditioning-attention-mask) belong to the ic-lora flow; "
             f"the {flow.name} flow does not use them."
@@ -234,7 +253,8 @@ def check_retake(span: RetakeSpan | None, num_frames: int, frame_rate: float, fl
 
 
 def check_audio_input(audio: AudioInput | None, flow: Flow) -> None:
-    """a2vid needs the input audio (`AudioInput`), retake may have one (the source's), no other flow takes one."""
+    """a2vid needs the input audio (`AudioInput`), dubit its reference video's, retake may have one (the source's),
+    no other flow takes one."""
     if flow.needs.audio_input == "from_source" and audio is None:
         return
     if flow.needs.audio_input is None:
@@ -243,7 +263,8 @@ def check_audio_input(audio: AudioInput | None, flow: Flow) -> None:
         return
     if not isinstance(audio, AudioInput):
         raise TypeError(
-            f"The {flow.name} flow takes audio=AudioInput(waveform, sample_rate) (a2vid: --audio-path FILE), "
+            f"The {flow.name} flow takes audio=AudioInput(waveform, sample_rate) (a2vid: --audio-path FILE; dubit: "
+            "the --reference-video's track), "
             f"got {audio!r}."
         )
     waveform = np.asarray(audio.waveform)

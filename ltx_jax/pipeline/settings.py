@@ -53,6 +53,8 @@ class GenerationSettings:
             to read (None: the video's duration, num_frames / frame_rate).
         retake: the retake flow's source video and span (`RetakeSpan`); the size, frames and frame
             rate are the source's (leave them unset).
+        (dubit: `reference_videos` holds its one reference video, whose frames (8k+1, rounded down) and
+            frame rate the generation takes (leave them unset), and whose audio track it dubs.)
         enhance_prompt: Gemma 3 rewrites the (text) prompt first, as ltx-pipelines' `--enhance-prompt`
             does, seeing the first conditioning image where there is one; seeded by `seed`.
         auto_duration: `(min, max)` seconds: instead of `num_frames` (which stays None), the frame count the
@@ -106,6 +108,8 @@ class GenerationSettings:
         given = {field: getattr(self, field) for field in _DEFAULTED}
         if flow.needs.source_video:
             given.update(_source_size(self.retake, given))
+        if flow.needs.audio_input == "reference":
+            given.update(_reference_timing(self.reference_videos, given))
         if self.auto_duration is not None:
             given["num_frames"] = _auto_duration_frames(self.auto_duration, self.num_frames, given, defaults, flow)
         resolved = dataclasses.replace(
@@ -294,6 +298,42 @@ def _source_size(span: RetakeSpan | None, given: dict[str, object]) -> dict[str,
             "first (e.g. ffmpeg -i IN -c:v copy -ac 2 OUT.mp4)."
         )
     return {"height": height, "width": width, "num_frames": frames, "frame_rate": fps}
+
+
+def _reference_timing(videos: tuple[VideoCondition, ...], given: dict[str, object]) -> dict[str, object]:
+    """dubit generates its reference video's frames, rounded down to 8k+1 (`snap_frames_to_grid`), at its frame
+    rate (`get_videostream_metadata`), and dubs its audio track, which it must have (`DubItPipeline` refuses one
+    without). Checks the file's headers; a count of videos other than one is left for `check_reference_videos`.
+    A frame count or rate given must be the reference's (resolved settings resolve again)."""
+    if len(videos) != 1 or not isinstance(videos[0], VideoCondition):
+        return {}
+    path = os.fspath(videos[0].video)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--reference-video {path!r} does not exist.")
+    try:
+        fps, frames, _, _ = video_metadata(path)
+        channels = audio_channels(path)
+        seconds = audio_duration(path) if channels else 0.0
+    except ValueError as error:
+        raise ValueError(f"--reference-video {path!r} cannot be read: {error}") from None
+    if frames < 1:
+        raise ValueError(f"--reference-video {path!r} has no video frames: give a video of at least one frame.")
+    if not channels or seconds <= 0:
+        raise ValueError(
+            f"--reference-video {path!r} has no audio{' track' if not channels else ''}: Dub-It needs the speech to "
+            "dub; add one (e.g. ffmpeg -i VIDEO -i AUDIO -map 0:v -map 1:a -c:v copy OUT.mp4)."
+        )
+    if channels > MAX_CHANNELS:
+        raise ValueError(
+            f"--reference-video {path!r} has {channels} audio channels; the audio VAE takes mono or stereo. Mix its "
+            "audio down first (e.g. ffmpeg -i IN -c:v copy -ac 2 OUT.mp4)."
+        )
+    timing = {"num_frames": (frames - 1) // 8 * 8 + 1, "frame_rate": fps}
+    if fixed := [f"{name} (--{name.replace('_', '-')})" for name in timing if given[name] not in (None, timing[name])]:
+        raise ValueError(
+            f"{', '.join(fixed)}: the dubit flow takes its reference video's frames and frame rate; leave them unset."
+        )
+    return timing
 
 
 def _is_number(value: object) -> bool:

@@ -124,7 +124,8 @@ def denoise_audio_video(
     if video is not None:
         video = patchifiers.clear_conditioning(video, video_shape.token_count())
         video_latent = jnp.asarray(patchifiers.unpatchify_video(np.asarray(video.latent), video_shape))
-    if audio is not None:
+    if audio is not None:  # without appended reference tokens (Dub-It's), as the video
+        audio = patchifiers.clear_conditioning(audio, audio_shape.token_count())
         audio_latent = jnp.asarray(patchifiers.unpatchify_audio(np.asarray(audio.latent), audio_shape))
     return video_latent, audio_latent
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ltx_jax.pipeline.flows import (
     a2vid_two_stage,
     distilled,
+    dubit,
     ic_lora,
     keyframe_interpolation,
     retake,
@@ -52,7 +53,7 @@ def names() -> tuple[str, ...]:
 
 for _module in (
     ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages_hq, distilled, keyframe_interpolation, ic_lora,
-    a2vid_two_stage, retake, retake_guided,
+    a2vid_two_stage, retake, retake_guided, dubit,
 ):  # fmt: skip
     register(_module.FLOW)
 

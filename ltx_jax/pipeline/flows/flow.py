@@ -20,6 +20,7 @@ from ltx_jax.pipeline.stages import Guidance, Sampler
 ModelVersion = Literal["2", "2.3", "2.5", "embedded"]
 InitialVideo = Literal["noise", "upsampled", "source"]
 InitialAudio = Literal["noise", "previous", "input", "source"]
+AudioReference = Literal["input", "previous"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -42,7 +43,10 @@ class Stage:
         noise_scale: how much noise the initial latents get (stage 2 starts at its first sigma).
         images: where conditioning images go: "first_frame" replaces the first latent frame with
             frame 0's and appends the others as keyframes; "keyframes" appends every image.
-        references: IC-LoRA's reference videos are appended as tokens.
+        references: IC-LoRA's reference videos are appended as tokens (encoded at this stage's size).
+        audio_reference: an audio latent appended as tokens kept as given, placed before the generated audio
+            in time (`conditioning.condition_by_audio_reference`, Dub-It's): "input", the request's audio
+            encoded whole; "previous", the previous stage's audio latent; None: none.
         fixed_audio: the audio latent stays as given (never noised, denoise mask 0, seen at sigma 0),
             unguided, its unconditional pass seeing the prompt's audio context (a2vid).
         frozen_video, frozen_audio: the stream is noised, then frozen: denoise mask 0 and seen at
@@ -63,6 +67,7 @@ class Stage:
     noise_scale: float = 1.0
     images: Literal["first_frame", "keyframes"] = "first_frame"
     references: bool = False
+    audio_reference: AudioReference | None = None
     fixed_audio: bool = False
     frozen_video: bool = False
     frozen_audio: bool = False
@@ -95,7 +100,9 @@ class Needs:
         ic_lora: the LoRAs run in stage 1 only (the IC-LoRA) with reference videos, whose
             downscale factor comes from the LoRA files.
         audio_input: "required": the caller's audio file is encoded (a2vid); "from_source": the
-            source video's audio track, where it has one (retake); None: the flow makes its audio.
+            source video's audio track, where it has one (retake); "reference": the one reference video's
+            audio track, which it must have, and the generation takes that video's frames (8k+1, rounded
+            down) and frame rate (dubit); None: the flow makes its audio.
         source_video: the caller's source video and span (retake): the size, frames and frame rate
             are the source's.
     """
@@ -103,7 +110,7 @@ class Needs:
     upsampler: bool = False
     distilled_lora: Literal["stage_2", "both_stages"] | None = None
     ic_lora: bool = False
-    audio_input: Literal["required", "from_source"] | None = None
+    audio_input: Literal["required", "from_source", "reference"] | None = None
     source_video: bool = False
 
     @property
