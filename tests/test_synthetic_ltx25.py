@@ -228,3 +228,12 @@ def test_a_decode_tiling_the_diffusion_decoder_cannot_use_is_refused_before_load
     )  # fmt: skip
     with pytest.raises(ValueError, match=r"video_decode_tiling\.height\.overlap=16 is below the 32 px"):
         LTXPipeline.from_files(files, flow="one-stage", mesh=make_mesh(1))
+    split = ["--transformer-path", tiny["transformer_path"], "--video-vae-path", tiny["diffusion_video_vae_path"],
+             "--audio-vae-path", tiny["audio_vae_path"], "--text-encoder-path", tiny["text_encoder_path"]]  # fmt: skip
+    args = generate.parse_args([*split, "--video-decode-tiling", "0/0,64/16,0/0"])
+    assert args.video_decode_tiling == TileSizeConfig(height=DimensionSizeConfig(64, 16))
+    with pytest.raises(ValueError, match=r"overlap=16 is below the 32 px.*\(--video-decode-tiling on the command line"):
+        generate.run(args)
+    for bad in ("64,64", "16/32,64/32,64/32", "nan/0,0/0,0/0"):
+        with pytest.raises(SystemExit):
+            generate.parse_args([*split, "--video-decode-tiling", bad])

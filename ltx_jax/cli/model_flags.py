@@ -24,7 +24,7 @@ from ltx_jax.user_cache import cache_dir
 CHECKPOINT_ONLY = ("gemma_root", "prompt_cache_dir", "spatial_upsampler_path", "distilled_lora", "lora")
 CHECKPOINT_ONLY += ("shard_weights", "dtype", "distilled_lora_strength_stage_1", "distilled_lora_strength_stage_2")
 CHECKPOINT_ONLY += ("quantization", "components_path", "video_vae_path", "audio_vae_path", "text_encoder_path")
-CHECKPOINT_ONLY += ("duration_head_path", "prompt_enhancer_gemma_root")
+CHECKPOINT_ONLY += ("duration_head_path", "prompt_enhancer_gemma_root", "video_decode_tiling")
 
 
 def finite_float(text: str) -> float:
@@ -40,6 +40,16 @@ def finite_float(text: str) -> float:
 
 
 NOT_A_NUMBER = (ValueError, argparse.ArgumentTypeError)
+
+
+def decode_tiling(text: str) -> Any:  # noqa: ANN401 - a video_vae.TileSizeConfig
+    """An argparse type: `video_vae.TileSizeConfig.parse` (argparse names the flag in its error)."""
+    from ltx_jax.model.video_vae.tiling import TileSizeConfig  # noqa: PLC0415
+
+    try:
+        return TileSizeConfig.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def positive_int(text: str) -> int:
@@ -124,6 +134,12 @@ def model_flags(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     )  # fmt: skip
     models.add_argument("--video-vae-path", type=Path, help="with --transformer-path: the video VAE .safetensors")
     models.add_argument(
+        "--video-decode-tiling", type=decode_tiling, metavar="F/O,H/O,W/O",
+        help="the video decoder's tiles: frames/overlap,pixels/overlap,pixels/overlap (0/0: an axis whole), or none "
+        "(default: 80/24,768/64,768/64 for the convolutional decoder; for LTX-2.5's diffusion decoder the sizes "
+        "ltx-pipelines' automatic tiling picks from free device memory)",
+    )  # fmt: skip
+    models.add_argument(
         "--audio-vae-path", type=Path, help="with --transformer-path: the audio VAE and vocoder .safetensors"
     )
     models.add_argument("--gemma-root", type=Path, help="Gemma directory (weights + tokenizer) to encode --prompt")
@@ -205,6 +221,7 @@ def checkpoint_files(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Check
         shard_weights=args.shard_weights,
         quantization=args.quantization or "none",
         components_path=args.components_path,
+        video_decode_tiling=args.video_decode_tiling,
         **hq_strengths(args),
     )
 

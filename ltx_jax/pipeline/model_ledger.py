@@ -178,7 +178,10 @@ class CheckpointFiles:
         config = parse_metadata_json(metadata, "config") if "config" in metadata else {}
         if video_vae.is_diffusion_vae(config):  # the conv decoder checks its tiles against the latent as it decodes
             geometry = video_vae.TileGeometry.of(video_vae.diffusion_decoder_config(config))
-            video_vae.check_tiling(tiling, geometry, "video_decode_tiling")
+            try:
+                video_vae.check_tiling(tiling, geometry, "video_decode_tiling")
+            except ValueError as error:
+                raise ValueError(f"{error} (--video-decode-tiling on the command line)") from None
 
     def _check_layout(self) -> None:
         """One checkpoint, or the split files together; never both."""

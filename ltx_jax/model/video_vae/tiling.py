@@ -149,6 +149,21 @@ class TileSizeConfig:
         return cls(DimensionSizeConfig(80, 24), DimensionSizeConfig(768, 64), DimensionSizeConfig(768, 64))
 
     @classmethod
+    def parse(cls, text: str) -> TileSizeConfig:
+        """`FRAMES/OVERLAP,HEIGHT/OVERLAP,WIDTH/OVERLAP` (frames and pixels; 0/0 leaves an axis whole), or `none`
+        (no tiling). Raises ValueError saying the form; the decoder checks the sizes against its grid."""
+        form = "FRAMES/OVERLAP,HEIGHT/OVERLAP,WIDTH/OVERLAP (e.g. 48/16,512/128,512/128; 0/0 keeps an axis whole)"
+        if text.strip().lower() == "none":
+            return cls()
+        axes = [axis.split("/") for axis in text.split(",")]
+        if len(axes) != 3 or any(len(axis) != 2 or not all(v.strip().isdigit() for v in axis) for axis in axes):
+            raise ValueError(f"{text!r} is not a tiling: give {form} or none")
+        try:
+            return cls(*(DimensionSizeConfig(int(size), int(overlap)) for size, overlap in axes))
+        except ValueError as error:
+            raise ValueError(f"{text!r}: {error}") from None
+
+    @classmethod
     def from_long_side(
         cls,
         *,
