@@ -15,12 +15,15 @@ ROOT = pathlib.Path(__file__).parents[1]
 from ltx_jax.cli import generate  # noqa: E402 - the command: its parser, without running it
 
 OUTPUT = str(pathlib.Path(tempfile.gettempdir()) / "preflight-property.mp4")  # writable; never written
+AUDIO_OUTPUT = str(pathlib.Path(OUTPUT).with_suffix(".wav"))  # t2a writes a .wav
 SIZES = st.sampled_from([-64, 0, 1, 31, 32, 64, 96, 100, 128, 192])
 # numbers as people type them (argparse reads "-1e-38" or "-inf" after a flag as another option)
 FRACTIONS = st.sampled_from([-0.5, 0.0, 0.25, 0.7, 1.0, 1.5, 2.0, math.nan, math.inf])
 # flag -> the strategy of its value(s); a present flag is given with it
 FLAGS = {
-    "--pipeline": st.sampled_from(["one-stage", "two-stage", "distilled", "ic-lora", "a2vid", "retake", "dubit"]),
+    "--pipeline": st.sampled_from(
+        ["one-stage", "two-stage", "distilled", "ic-lora", "a2vid", "retake", "dubit", "t2a"]
+    ),
     "--height": SIZES,
     "--width": SIZES,
     "--num-frames": st.sampled_from([-1, 0, 1, 8, 9, 10, 17]),
@@ -70,7 +73,8 @@ def test_the_preflight_plans_or_names_a_given_flag(monkeypatch, no_model_buildin
     usage = io.StringIO()
     try:
         with contextlib.redirect_stderr(usage):
-            args = generate.parse_args([*argv_of(flags), "--output-path", OUTPUT])
+            output = AUDIO_OUTPUT if flags.get("--pipeline") == "t2a" else OUTPUT
+            args = generate.parse_args([*argv_of(flags), "--output-path", output])
         generate.run(args)
     except no_model_building:  # every check passed: a valid plan reached model building
         return

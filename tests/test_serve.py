@@ -268,6 +268,7 @@ def test_health_is_a_503_once_the_worker_has_died(pipe, tmp_path, monkeypatch):
     ("flags", "words"),
     [
         (["--pipeline", "a2vid"], "cannot run the a2vid flow"),
+        (["--pipeline", "t2a"], "cannot run the t2a flow yet"),
         (["--compile-size", "65x64x9"], "--compile-size 65x64x9: width=65"),
         (["--compile-size", "64x64x9", "--max-frames", "5"], "no request could have it"),
         (["--api-key", ""], "--api-key is empty"),

@@ -43,6 +43,7 @@ from ltx_jax.parallel.cluster import check_same_everywhere, leave
 from ltx_jax.pipeline import GenerationSettings, Guidance, ImageCondition, RetakeSpan, VideoCondition, flows
 from ltx_jax.pipeline.defaults import EMBEDDED_DEFAULTS, reference_guidance
 from ltx_jax.pipeline.images import DEFAULT_IMAGE_CRF, LTX_2_4_IMAGE_CRF
+from ltx_jax.pipeline.media_io import check_audio_suffix
 
 _REFERENCE = reference_guidance(28).video
 GUIDANCE_FLAGS = {  # MultiModalGuiderParams field -> (flag suffix, help)
@@ -87,7 +88,9 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     run = mesh_flags(parser)
-    run.add_argument("--output-path", type=Path, default=Path("output.mp4"), help="mp4 to write (default output.mp4)")
+    run.add_argument(
+        "--output-path", type=Path, help="mp4 to write (default output.mp4); --pipeline t2a: a .wav (output.wav)"
+    )
     run.add_argument("--save-latents", type=Path, help="also write the final video/audio latents to this .npz")
     cluster_flags(parser)
     models = model_flags(parser)
@@ -148,7 +151,18 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> argpar
 
 
 def guidance_of(args: argparse.Namespace, defaults: Guidance) -> Guidance | None:
-    """The guidance flags given, over the pipeline's defaults; None when none is given."""
+    """The guidance flags given, over the pipeline's defaults; None when none is given. An audio-only flow takes
+    the --audio-* flags but --v2a-guidance-scale (1.2.0's t2a has no others)."""
+    if flows.get(args.pipeline).audio_only:
+        given = [f"--video-{suffix}" for field, (suffix, _) in GUIDANCE_FLAGS.items() if getattr(args, f"video.{field}")
+                 is not None]  # fmt: skip
+        given += [f"--{cross}-guidance-scale" for modality, cross in CROSS_MODALITY.items()
+                  if getattr(args, f"{modality}.modality_scale") is not None]  # fmt: skip
+        if given:
+            raise ValueError(
+                f"{', '.join(given)}: --pipeline {args.pipeline} makes audio only; it takes the other --audio-* "
+                "guidance flags."
+            )
     streams = {}
     for modality in ("video", "audio"):
         fields = [*GUIDANCE_FLAGS, "modality_scale"]
@@ -240,9 +254,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     check_same_everywhere(
         {k: v for k, v in vars(args).items() if k not in ("process_id", "output_path", "save_latents")}
     )
+    audio_only = flows.get(args.pipeline).audio_only
+    if args.output_path is None:
+        args.output_path = Path("output.wav" if audio_only else "output.mp4")
     for flag, path in (("--output-path", args.output_path), ("--save-latents", args.save_latents)):
         if path is not None:
             check_writable(flag, path)
+    if audio_only:
+        check_audio_suffix(args.output_path, "--output-path")
     files = checkpoint_files(args)
     if files is not None:
         files.check(args.pipeline)
@@ -266,6 +285,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.prompt_embeddings is not None:
         prompt, negative = load_prompt_embeddings(args.prompt_embeddings)
         cfg = LTXConfig.from_metadata(EMBEDDED_CONFIG) if files is None else files.dit_config()
+        cfg = flows.get(args.pipeline).dit_config(cfg)  # t2a: the audio context alone
         for name, embeddings in (("prompt", prompt), ("negative_prompt", negative)):
             if embeddings is not None:
                 check_embeddings(cfg, f"--prompt-embeddings {args.prompt_embeddings}: {name}", embeddings)
@@ -290,7 +310,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             # (benchmarks/results/2026-12-03/README.md, "Fifth round")
             start = time.perf_counter()
             out.save(path)
-            out.timings["mp4_writing"] = time.perf_counter() - start
+            out.timings["wav_writing" if audio_only else "mp4_writing"] = time.perf_counter() - start
             if args.save_latents is not None:
                 save_latents(numbered(args.save_latents, i, len(prompts)), out)
         videos.append({"output": out, "path": path, "compiling": compilations.summary()})

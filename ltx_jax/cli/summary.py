@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ltx_jax.pipeline import flows
+
 
 class Compilations:
     """XLA compilations while active (`with compilations:`): how many, their seconds, and how many came
@@ -58,12 +60,15 @@ def describe_mesh(mesh: Any, runtime: Any) -> str:  # noqa: ANN401
 def format_summary(info: dict[str, Any]) -> str:
     lines = [f"{key:>10}: {info[key]}" for key in ("weights", "pipeline", "mesh")]
     lines.append(f"{'loading':>10}: {info['load_s']:.1f} s; prompts encoded in {info['encode_s']:.1f} s")
+    audio_only = flows.get(info["pipeline"]).audio_only  # t2a: no frames, a .wav
     for video in info["videos"]:
         out, s = video["output"], video["output"].settings
-        size = f"{s.width}x{s.height}, {s.num_frames} frames at {s.frame_rate:g} fps"
-        lines.append(f"{'video':>10}: {size}, {s.num_inference_steps} steps")
+        decoded = out.video is not None or out.audio is not None  # on process 0
+        size = "audio only, the length of " if audio_only else f"{s.width}x{s.height}, "
+        length = f"{s.num_frames} frames at {s.frame_rate:g} fps"
+        lines.append(f"{'video':>10}: {size}{length}, {s.num_inference_steps} steps")
         audio = "none" if out.audio is None else f"{out.audio.shape[0] / out.sample_rate:.2f} s at {out.sample_rate} Hz"
-        lines.append(f"{'audio':>10}: {audio if out.video is not None else '(decoded by process 0)'}")
+        lines.append(f"{'audio':>10}: {audio if decoded else '(decoded by process 0)'}")
         for tokens, stats in out.forwards.items():
             label = "audio only" if tokens is None else f"{tokens} video tokens"
             median = f"{stats.median_s * 1e3:.1f} ms each (median)"
@@ -71,7 +76,7 @@ def format_summary(info: dict[str, Any]) -> str:
                 median += f", memory peak {stats.peak_memory / 2**30:.1f} GiB after them"
             lines.append(f"{'DiT':>10}: {label}: {stats.forwards} forwards, {median}")
         lines.append(f"{'time':>10}: {format_phases(out.timings)}; compiling: {video['compiling']}")
-        lines.append(f"{'output':>10}: {video['path'] if out.video is not None else '(written by process 0)'}")
+        lines.append(f"{'output':>10}: {video['path'] if decoded else '(written by process 0)'}")
     lines.append(f"{'memory':>10}: {peak_memory(info['peaks'], info['videos'][-1]['output'])}")
     lines.append(f"{'total':>10}: {info.get('total_s', 0.0):.1f} s")
     return "\n".join(lines)

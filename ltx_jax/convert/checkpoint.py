@@ -12,6 +12,7 @@ temporary directory that is renamed into place only when complete.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -28,9 +29,9 @@ import numpy as np
 from jax.sharding import Mesh, SingleDeviceSharding
 from orbax.checkpoint import v1 as ocp
 
-from ltx_jax.config import LTXConfig
+from ltx_jax.config import LTXConfig, ModelType
 from ltx_jax.convert.dit_tensors import DitTensors, Lora, checkpoint_config, parse_dtype
-from ltx_jax.convert.orbax_parts import PartWriter, lookup, nest, restore_parts
+from ltx_jax.convert.orbax_parts import PartWriter, check_parts, lookup, manifest_key, nest, restore_parts
 from ltx_jax.convert.placement import Progress, place_parameter, place_table
 from ltx_jax.convert.quantize_on_load import QuantizeOnLoad
 from ltx_jax.convert.safetensors_file import SafetensorsFile
@@ -166,6 +167,7 @@ def load_checkpoint(
     attention_backend: AttentionBackend = "auto",
     progress: bool = True,
     quantization: Quantization = "none",
+    model_type: ModelType | None = None,
 ) -> tuple[LTXModel, LTXConfig]:
     """Loads a converted Orbax directory or an official `.safetensors` file as `(model, cfg)`.
 
@@ -189,6 +191,9 @@ def load_checkpoint(
             `input_scale`). Each weight is quantized as it
             is placed (`quantize_on_load`; a converted directory part by part), so the model never sits
             on the devices in `dtype` as a whole, except where `quantize_on_load` says.
+        model_type: "audio" takes the audio-only DiT from an audio-video file (`modality_model`: 1.2.0's
+            `LTXAudioOnlyModelConfigurator` with its `LTXV_AUDIO_ONLY_MODEL_COMFY_RENAMING_MAP`); None: the
+            file's own.
     """
     target = parse_dtype(dtype)
     check_quantization(quantization)
@@ -198,11 +203,14 @@ def load_checkpoint(
     if os.path.isdir(path):
         if config is not None or loras:
             raise ValueError("config and loras apply to .safetensors files; a converted checkpoint has them built in.")
-        model, cfg, quantize = _load_converted(path, mesh, target, shard_weights, attention_backend, quantization)
+        model, cfg, quantize = _load_converted(
+            path, mesh, target, shard_weights, attention_backend, quantization, model_type
+        )
     elif path.endswith(".safetensors") and os.path.isfile(path):
         model, cfg, quantize = _load_safetensors(
-            path, mesh, target, shard_weights, config, tuple(loras), attention_backend, progress, quantization
-        )
+            path, mesh, target, shard_weights, config, tuple(loras), attention_backend, progress, quantization,
+            model_type,
+        )  # fmt: skip
     else:
         raise ValueError(
             f"load_checkpoint: {path!r} is neither a directory written by convert_checkpoint nor a .safetensors file."
@@ -224,13 +232,16 @@ def _load_safetensors(
     attention_backend: AttentionBackend,
     progress: bool,
     quantization: Quantization,
+    model_type: ModelType | None = None,
 ) -> tuple[LTXModel, LTXConfig, QuantizeOnLoad]:
     st = SafetensorsFile(path)
     cfg, _ = checkpoint_config(st, config)
     model = LTXModel.abstract(cfg, dtype, attention_backend)
     table = expected_keys(model)
     tensors = DitTensors(st, dtype, loras)
-    tensors.check_against(table)
+    tensors.check_against(table)  # the whole file, strictly, whatever part of it is taken
+    if model_type not in (None, cfg.model_type):
+        cfg, model, table = modality_model(cfg, table, model_type, path, dtype, attention_backend)
     quantize = QuantizeOnLoad.plan(model, quantization, table)
     sharding_for = functools.partial(_sharding, mesh=mesh, shard_weights=shard_weights)
 
@@ -256,11 +267,23 @@ def _load_converted(
     shard_weights: bool,
     attention_backend: AttentionBackend,
     quantization: Quantization,
+    model_type: ModelType | None = None,
 ) -> tuple[LTXModel, LTXConfig, QuantizeOnLoad]:
     manifest = converted_manifest(path)
     cfg = LTXConfig(**manifest["config"])
     stored = parse_dtype(manifest["dtype"])
-    model = LTXModel.abstract(cfg, dtype, attention_backend)
+    model = whole = LTXModel.abstract(cfg, dtype, attention_backend)
+    parts = manifest.get("parts")
+    if model_type not in (None, cfg.model_type):  # the parts checked against the whole DiT, its part restored
+        cfg, model, _ = modality_model(cfg, expected_keys(whole), model_type, path, dtype, attention_backend)
+        if manifest["format"] == 1:
+            raise ValueError(
+                f"{path} is a format-1 checkpoint, which loads whole: convert the .safetensors file again with this "
+                "ltx-jax to load its audio-only DiT, or load the .safetensors file."
+            )
+        check_parts(os.path.join(path, PARAMS_DIR), parts, param_variables(whole))
+        kept = {manifest_key(p) for p in param_variables(model)}
+        parts = [[key for key in keys if key in kept] for keys in parts]
     shapes = {p: v.get_value().shape for p, v in param_variables(model).items()}
     abstract = {
         p: jax.ShapeDtypeStruct(shape, stored, sharding=_sharding(shape, mesh, shard_weights))
@@ -275,6 +298,38 @@ def _load_converted(
     if manifest["format"] == 1:
         restored = ocp.load(params, nest(abstract))
         values = {p: finish(p, lookup(restored, p)) for p in abstract}
-    else:  # each part quantized as it is restored
-        values = restore_parts(params, manifest["parts"], abstract, finish)
+    else:  # each part quantized as it is restored; the audio-only DiT restores some keys of a part
+        context = contextlib.nullcontext() if model is whole else ocp.Context()
+        if model is not whole:
+            context.pytree.loading.partial_load = True
+        with context:
+            values = restore_parts(params, parts, abstract, finish)
     return set_params(model, values), cfg, quantize
+
+
+def modality_model(
+    cfg: LTXConfig,
+    table: dict[str, tuple],
+    model_type: ModelType,
+    path: str,
+    dtype: np.dtype,
+    attention_backend: AttentionBackend,
+) -> tuple[LTXConfig, LTXModel, dict[str, tuple]]:
+    """`(cfg, model, table)` of the `model_type` DiT within a file's audio-video DiT `cfg` (its keys `table`): the
+    audio-only DiT as 1.2.0's `LTXAudioOnlyModelConfigurator` builds it, the audio stream's modules alone, but with
+    the file's switches (`ff_bias`, `audio_ff_bias`, `use_prompt_adaln_single`), which 1.2.0's configurator drops,
+    so that it cannot build from an LTX-2.5 file. Its keys are those 1.2.0's `LTXV_AUDIO_ONLY_MODEL_COMFY_RENAMING_MAP`
+    reads (`audio_patchify_proj`, `audio_adaln_single`, `audio_prompt_*`, `audio_scale_shift_table`,
+    `audio_proj_out`, each block's `audio_attn1`, `audio_attn2`, `audio_ff`), each as the file has it; the video
+    stream and the audio-video cross-attention are never read."""
+    if cfg.model_type != "av":
+        raise ValueError(
+            f"{path} holds a model_type={cfg.model_type!r} DiT; a {model_type!r} one is taken from an audio-video file."
+        )
+    part = dataclasses.replace(cfg, model_type=model_type)
+    model = LTXModel.abstract(part, dtype, attention_backend)
+    part_table = expected_keys(model)
+    foreign = sorted(k for k, entry in part_table.items() if k not in table or table[k][2] != entry[2])
+    if foreign:
+        raise ValueError(f"{path}: the {model_type}-only DiT's keys {foreign[:8]} are not the file's (name and shape).")
+    return part, model, part_table

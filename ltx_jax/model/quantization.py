@@ -217,7 +217,7 @@ def quantize_fp8(
     input_scales = {} if input_scales is None else input_scales
     if (reason := fp8_matmuls_upcast()) is not None:
         logger.warning("quantize_fp8: %s", reason)
-    for index, block in enumerate(model.transformer_blocks):
+    for index, block in enumerate(model.transformer_blocks if model.cfg.has_video else ()):  # audio-only: no attn1
         block.attn1.fp8 = attention and index not in FP8_EXCLUDED_BLOCKS
     for kernel_path, parent, name, linear in fp8_targets(model):
         kernel, input_scale = linear.kernel[...], input_scales.get(kernel_path)

@@ -104,11 +104,12 @@ class JittedModule:
 
 
 def decoder_modules(
-    config: dict[str, Any], tensors: dict[str, Any] | None, seed: int, dtype: jnp.dtype
-) -> tuple[nnx.Module, nnx.Module, nnx.Module]:
+    config: dict[str, Any], tensors: dict[str, Any] | None, seed: int, dtype: jnp.dtype, *, video: bool = True
+) -> tuple[nnx.Module | None, nnx.Module, nnx.Module]:
     """Video decoder, audio decoder, vocoder: random weights when `tensors` is None, else loaded. The video decoder
     is LTX-2.5's diffusion decoder where the config's `vae._class_name` is "CausalDiffusionVAE" (as 1.2.0's
-    `VideoDecoderConfigurator` chooses), else the convolutional one."""
+    `VideoDecoderConfigurator` chooses), else the convolutional one; None without `video` (an audio-only flow,
+    which needs no video VAE file)."""
     diffusion = video_vae.is_diffusion_vae(config)
     video_builder = video_vae.diffusion_video_decoder_from_config if diffusion else video_vae.video_decoder_from_config
     builders = (
@@ -117,11 +118,12 @@ def decoder_modules(
         lambda rngs: audio_vae.vocoder_from_config(config, rngs=rngs),
     )
     if tensors is None:
-        return tuple(build(nnx.Rngs(seed + i)) for i, build in enumerate(builders))
+        return tuple(build(nnx.Rngs(seed + i)) if video or i else None for i, build in enumerate(builders))
     # Abstract modules filled by the strict loader: no random init of real-size weights.
-    video_decoder, audio_decoder, vocoder = (abstract_module(build) for build in builders)
+    video_decoder, audio_decoder, vocoder = (abstract_module(b) if video or i else None for i, b in enumerate(builders))
     select = video_vae.diffusion_vae_decoder_state_dict if diffusion else video_vae.vae_decoder_state_dict
-    load_state_dict(video_decoder, select(tensors), prefix="")
+    if video:
+        load_state_dict(video_decoder, select(tensors), prefix="")
     load_state_dict(audio_decoder, audio_vae.audio_decoder_state_dict(tensors), prefix="")
     load_state_dict(vocoder, audio_vae.vocoder_state_dict(tensors), prefix="")
     return video_decoder, audio_decoder, vocoder

@@ -250,7 +250,7 @@ class BackgroundCompiler:
 def compile_after_stage_1(
     compiler: BackgroundCompiler,
     components: Components,
-    video: VideoDecoding,
+    video: VideoDecoding | None,
     audio: AudioDecoding,
     request: Request,
     flow: Flow,
@@ -274,7 +274,8 @@ def compile_after_stage_1(
     video_decoder, audio_decoder = [], []
     if jax.process_index() == 0:
         video_shape, audio_shape = final_latent_shapes(components, request, plan)
-        video_decoder.append(functools.partial(video.compile_ahead, video_shape, components.dtype))
+        if video is not None:  # None: an audio-only flow's
+            video_decoder.append(functools.partial(video.compile_ahead, video_shape, components.dtype))
         if flow.audio_output == "decoded" and request.prompt.audio is not None:
             audio_decoder.append(functools.partial(audio.compile_ahead, audio_shape))
     compiler.submit(later + audio_decoder, video_decoder)
@@ -287,16 +288,19 @@ def _compile_stage(transformer: Any, inputs: tuple) -> None:  # noqa: ANN401 - a
 
 
 def decoder_callables(
-    video_decoder: nnx.Module,
+    video_decoder: nnx.Module | None,
     audio_decoder: nnx.Module,
     vocoder: nnx.Module,
     mesh: object = None,
     tiling: video_vae.TileSizeConfig | None = None,
-) -> tuple[VideoDecoding | DiffusionVideoDecoding, AudioDecoding]:
+) -> tuple[VideoDecoding | DiffusionVideoDecoding | None, AudioDecoding]:
     """The decoders as `PipelineModels` holds them: the video in tiles over this process's devices of
     `mesh` (a `jax.sharding.Mesh`), or (the conv decoder) in one pass without one; the audio on the first of them.
-    `tiling`: the video's tiles (None: the conv decoder's default, the diffusion decoder's recommended sizes)."""
+    `tiling`: the video's tiles (None: the conv decoder's default, the diffusion decoder's recommended sizes).
+    No video decoder (an audio-only flow): None for the video."""
     devices = None if mesh is None else list(mesh.local_devices)
+    if video_decoder is None:
+        return None, AudioDecoding(audio_decoder, vocoder, devices[0] if devices else jax.local_devices()[0])
     if isinstance(video_decoder, video_vae.DiffusionVideoDecoder):
         video = DiffusionVideoDecoding(video_decoder, devices, tiling)
     else:

@@ -196,8 +196,8 @@ def embedded_models(flow: str | Flow, seed: int = EMBEDDED_WEIGHTS_SEED) -> Pipe
     """The tiny random-weight models of `flow`, their weights drawn from `seed`."""
     flow = flows.get(flow)
     config = json.loads(json.dumps(EMBEDDED_CONFIG))
-    model = LTXModel(LTXConfig.from_metadata(config), rngs=nnx.Rngs(seed))
-    video_decoder, audio_decoder, vocoder = decoder_modules(config, None, seed, jnp.float32)
+    model = LTXModel(flow.dit_config(LTXConfig.from_metadata(config)), rngs=nnx.Rngs(seed))
+    video_decoder, audio_decoder, vocoder = decoder_modules(config, None, seed, jnp.float32, video=not flow.audio_only)
     decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder)
     upsample = None
     if flow.needs.upsampler:  # built only when used: random init of each module takes seconds on CPU
@@ -214,10 +214,10 @@ def embedded_models(flow: str | Flow, seed: int = EMBEDDED_WEIGHTS_SEED) -> Pipe
         jnp.float32,
         upsample=upsample,
         encode_audio=encode_audio,
-        **conditioning_encoders(
+        **({} if flow.audio_only else conditioning_encoders(
             lambda: video_vae.video_encoder_from_config(config, rngs=nnx.Rngs(seed + 3)), jnp.float32
-        ),
-    )
+        )),
+    )  # fmt: skip
     return PipelineModels(
         components=components,
         decode_video=decode_video,

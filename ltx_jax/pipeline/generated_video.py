@@ -8,7 +8,13 @@ import os
 import jax
 import numpy as np
 
-from ltx_jax.pipeline.media_io import check_output_path, enhanced_prompt_metadata, write_mp4
+from ltx_jax.pipeline.media_io import (
+    check_audio_output_path,
+    check_output_path,
+    enhanced_prompt_metadata,
+    write_mp4,
+    write_wav,
+)
 from ltx_jax.pipeline.settings import GenerationSettings
 from ltx_jax.pipeline.timing import ForwardStats
 
@@ -20,7 +26,8 @@ class GeneratedVideo:
     """One generation's result.
 
     Attributes:
-        video: `(F, H, W, 3)` uint8 frames; None on processes other than 0 (only process 0 decodes).
+        video: `(F, H, W, 3)` uint8 frames; None on processes other than 0 (only process 0 decodes), and for
+            an audio-only flow (t2a).
         audio: `(samples, channels)` float32 waveform in [-1, 1]; None without audio or off process 0.
         frame_rate: frames per second.
         sample_rate: audio samples per second (0 without audio).
@@ -52,7 +59,12 @@ class GeneratedVideo:
 
     def save(self, path: PathLike) -> None:
         """Writes an mp4 (H.264 + AAC) to `path`; the file appears only when complete. An enhanced
-        prompt is stored in its metadata ("enhanced_prompt", and "comment" for players)."""
+        prompt is stored in its metadata ("enhanced_prompt", and "comment" for players). An audio-only
+        result (the t2a flow's: audio and no frames) is written as a 16-bit PCM .wav instead."""
+        if self.video is None and self.audio is not None:
+            check_audio_output_path(path, name="save: path")
+            write_wav(path, self.audio.T, self.sample_rate)
+            return
         if self.video is None:
             raise ValueError(
                 f"This process ({jax.process_index()}) holds no frames: only process 0 decodes; save from it."

@@ -33,7 +33,13 @@ from ltx_jax.pipeline.defaults import GenerationDefaults
 from ltx_jax.pipeline.embedded import EMBEDDED_CONFIG, EMBEDDED_WEIGHTS_SEED, embedded_models
 from ltx_jax.pipeline.flows import Flow, Plan
 from ltx_jax.pipeline.generated_video import GeneratedVideo
-from ltx_jax.pipeline.media_io import check_output_path, enhanced_prompt_metadata, write_mp4_chunks
+from ltx_jax.pipeline.media_io import (
+    check_audio_output_path,
+    check_output_path,
+    enhanced_prompt_metadata,
+    write_mp4_chunks,
+    write_wav,
+)
 from ltx_jax.pipeline.model_ledger import CheckpointFiles, load_models
 from ltx_jax.pipeline.pipelines import run
 from ltx_jax.pipeline.prompts import enhanced_prompt as gemma_enhanced_prompt
@@ -185,7 +191,7 @@ class LTXPipeline:
         flow = flows.get(flow)
         mesh = make_mesh(1) if mesh is None else mesh
         files.check(flow)
-        runtime.check(files.dit_config(), mesh)
+        runtime.check(flow.dit_config(files.dit_config()), mesh)
         return cls(load_models(files, flow, mesh), flow=flow, mesh=mesh, runtime=runtime)
 
     @classmethod
@@ -237,7 +243,7 @@ class LTXPipeline:
 
         `prompt` is text (encoded by the pipeline's Gemma) or `PromptEmbeddings`; `negative_prompt`
         likewise (None: the reference's default negative prompt, used where a cfg scale is not 1).
-        `output_path`: an mp4 written while the video decodes (see `generate`).
+        `output_path`: an mp4 written while the video decodes (see `generate`); a .wav for the t2a flow.
         """
         settings = GenerationSettings(
             height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
@@ -266,7 +272,8 @@ class LTXPipeline:
 
         With `output_path`, process 0 also writes the mp4 there (what `GeneratedVideo.save` writes), encoding
         each temporal chunk of frames while the device decodes the next, as ltx-pipelines interleaves them;
-        the timings then hold "decoding_and_mp4_writing" (video and audio) instead of the decoding phases.
+        the timings then hold "decoding_and_mp4_writing" (video and audio) instead of the decoding phases. An
+        audio-only flow (t2a) returns no frames and writes its audio as a .wav ("wav_writing").
 
         `on_step(step, steps)` is called before each DiT forward with the denoising step it belongs to (0-based,
         over every stage) and the plan's step count (`StepWatch`). What it raises stops the generation there, as
@@ -275,7 +282,7 @@ class LTXPipeline:
         settings = settings or GenerationSettings()
         settings = settings.with_duration_head(self.flow, self.duration is not None).resolve(self.defaults, self.flow)
         if output_path is not None and jax.process_index() == 0:  # the process that writes it
-            check_output_path(output_path)
+            (check_audio_output_path if self.flow.audio_only else check_output_path)(output_path, "output_path")
         if settings.enhance_prompt and enhanced_prompt is not None:
             raise ValueError(
                 "enhanced_prompt is the text of a prompt enhanced ahead; with enhance_prompt=True the pipeline "
@@ -365,6 +372,8 @@ class LTXPipeline:
         latents, (path, metadata) = (video_latent, audio_latent), output
         if jax.process_index() != 0:
             return latents, None, None, 0
+        if self.flow.audio_only:
+            return latents, None, *self._audio_alone(audio_latent, path, timings, peaks)
         if path is not None:
             with timed_phase(timings, "decoding_and_mp4_writing", peaks):
                 self._compiler.wait()
@@ -381,6 +390,18 @@ class LTXPipeline:
             with timed_phase(timings, "audio_decoding", peaks):
                 audio = np.asarray(audio, np.float32)
         return latents, video, None if audio is None else np.ascontiguousarray(audio.T), rate
+
+    def _audio_alone(
+        self, latent: jax.Array, path: PathLike | None, timings: dict[str, float], peaks: dict[str, int]
+    ) -> tuple[np.ndarray, int]:
+        """An audio-only flow's `(samples, 2)` waveform and its rate, written to `path` as a .wav where given."""
+        with timed_phase(timings, "audio_decoding", peaks):
+            self._compiler.wait()
+            waveform, rate = self._decode_audio(latent)
+        if path is not None:
+            with timed_phase(timings, "wav_writing", peaks):
+                write_wav(path, waveform, rate)
+        return np.ascontiguousarray(waveform.T), rate
 
     @contextlib.contextmanager
     def _watching(self, plan: Plan, on_step: OnStep | None) -> Iterator[None]:

@@ -1,15 +1,17 @@
-"""Writing the result: H.264 video with an AAC audio track, through PyAV.
+"""Writing the result: H.264 video with an AAC audio track, through PyAV; or audio alone as a .wav.
 
-Source: `ltx_pipelines/utils/media_io.py::encode_video`. Video frames are `(F, H, W, 3)` uint8
-RGB; audio is a float waveform in [-1, 1], `(channels, samples)` or `(samples,)`, written as stereo
-(a mono track is duplicated, as the reference's vocoders emit stereo).
+Source: `ltx_pipelines/utils/media_io.py::encode_video` (`encode_audio` for the .wav: 16-bit PCM, stereo, at the
+vocoder's rate). Video frames are `(F, H, W, 3)` uint8 RGB; audio is a float waveform in [-1, 1], `(channels,
+samples)` or `(samples,)`, written as stereo (a mono track is duplicated, as the reference's vocoders emit stereo).
 """
 
 from __future__ import annotations
 
 import os
+import wave
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
+from numbers import Integral
 
 import numpy as np
 
@@ -123,6 +125,53 @@ def check_output_path(path: str | os.PathLike, name: str = "output_path") -> Non
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"{name} {os.fspath(path)!r}: the folder {folder!r} does not exist; create it.")
+
+
+AUDIO_SUFFIX = ".wav"  # what 1.2.0's t2a writes (`encode_audio`: pcm_s16le in a WAV container)
+
+
+def check_audio_suffix(path: str | os.PathLike, name: str = "output_path") -> None:
+    """An audio-only result is a .wav: raises naming `name` (the argument) for another suffix."""
+    if os.path.splitext(os.fspath(path))[1].lower() != AUDIO_SUFFIX:
+        raise ValueError(
+            f"{name} {os.fspath(path)!r}: audio alone is written as a {AUDIO_SUFFIX} (16-bit PCM, as ltx-pipelines' "
+            f"t2a writes it); give a path ending in {AUDIO_SUFFIX}."
+        )
+
+
+def check_audio_output_path(path: str | os.PathLike, name: str = "output_path") -> None:
+    """`check_output_path` for an audio-only result, which is a .wav (`check_audio_suffix`)."""
+    check_audio_suffix(path, name)
+    check_output_path(path, name)
+
+
+def write_wav(path: str | os.PathLike, audio: np.ndarray, sample_rate: int) -> None:
+    """Writes the waveform in [-1, 1], `(channels<=2, samples)` or `(samples,)`, as a 16-bit PCM stereo .wav at
+    `sample_rate` Hz, converted as 1.2.0's `write_audio` does (clipped, times 32767, truncated). The file appears
+    at `path` only when complete; until then it is `path + ".partial.wav"`, removed on any error or signal."""
+    check_audio_suffix(path, "path")
+    samples = np.asarray(audio, np.float32)
+    samples = samples[None] if samples.ndim == 1 else samples
+    if samples.ndim != 2 or samples.shape[0] not in (1, 2) or not isinstance(sample_rate, Integral) or sample_rate <= 0:
+        raise ValueError(
+            f"audio must be (samples,) or (channels<=2, samples) at a positive integer rate, got {samples.shape} at "
+            f"{sample_rate!r} Hz."
+        )
+    stereo = np.broadcast_to(samples, (2, samples.shape[1]))
+    pcm = np.ascontiguousarray((np.clip(stereo, -1.0, 1.0) * 32767.0).astype("<i2").T)
+    partial = f"{os.fspath(path)}.partial{AUDIO_SUFFIX}"
+    try:
+        with wave.open(partial, "wb") as out:
+            out.setnchannels(2)
+            out.setsampwidth(2)
+            out.setframerate(int(sample_rate))
+            for start in range(0, len(pcm), sample_rate):  # a second at a time: a signal stops it between them
+                raise_if_signalled()
+                out.writeframes(pcm[start : start + sample_rate].tobytes())
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
 
 
 def write_mp4(

@@ -117,7 +117,7 @@ class CheckpointFiles:
     def check(self, flow: str | Flow) -> None:
         """Raises `ValueError`/`FileNotFoundError` naming the argument and the fix; reads file headers only."""
         flow = flows.get(flow)
-        self._check_layout()
+        self._check_layout(flow)
         if Path(self.dit_path()).is_dir():
             self._check_converted(flow)
         elif not self.is_split():
@@ -130,6 +130,13 @@ class CheckpointFiles:
         parse_dtype(self.dtype)
         check_quantization(self.quantization)
         self._check_text_encoder()
+        if flow.audio_only:  # 1.2.0's t2a command has no such flags
+            video_only = {
+                "spatial_upsampler_path (--spatial-upsampler-path)": self.spatial_upsampler_path,
+                "video_decode_tiling (--video-decode-tiling)": self.video_decode_tiling,
+            }
+            if given := [name for name, value in video_only.items() if value is not None]:
+                raise ValueError(f"{', '.join(given)}: the {flow.name} flow makes no video; drop them.")
         if flow.needs.upsampler and self.spatial_upsampler_path is None:
             raise ValueError(
                 f"The {flow.name} flow needs spatial_upsampler_path (the 2x latent upsampler .safetensors)."
@@ -183,8 +190,8 @@ class CheckpointFiles:
             except ValueError as error:
                 raise ValueError(f"{error} (--video-decode-tiling on the command line)") from None
 
-    def _check_layout(self) -> None:
-        """One checkpoint, or the split files together; never both."""
+    def _check_layout(self, flow: Flow) -> None:
+        """One checkpoint, or the split files together (an audio-only flow needs no video VAE); never both."""
         split = {name: getattr(self, name) for name in SPLIT_FILES}
         if (self.checkpoint_path is None) == (self.transformer_path is None):
             raise ValueError(
@@ -193,7 +200,7 @@ class CheckpointFiles:
                 + ("not both." if self.checkpoint_path is not None else "to load models from files.")
             )
         if self.is_split():
-            check_split_files(split)
+            check_split_files(split, optional=("video_vae_path",) if flow.audio_only else ())
             if self.components_path is not None:
                 raise ValueError("components_path (--components-path) goes with a converted checkpoint_path: drop it.")
         elif given := [SPLIT_FILES[name][1] for name, path in split.items() if path is not None]:
@@ -348,7 +355,7 @@ def load_models(files: CheckpointFiles, flow: str | Flow, mesh: Mesh) -> Pipelin
     dtype = jnp.dtype(files.dtype)
     load = functools.partial(
         load_checkpoint, files.dit_path(), mesh=mesh, dtype=dtype, shard_weights=files.shard_weights,
-        quantization=files.quantization,
+        quantization=files.quantization, model_type=flow.dit_config(files.dit_config()).model_type,
     )  # fmt: skip
     # Its LoRAs (the IC-LoRA) run on the stage-1 weights only; the stage-2 weights are the plain DiT (ic-lora's
     # stage 2; dubit runs the stage-1 weights in both stages).
@@ -367,10 +374,10 @@ def load_models(files: CheckpointFiles, flow: str | Flow, mesh: Mesh) -> Pipelin
             stage_1 = with_lora(model, dataclasses.replace(lora, strength=files.distilled_lora_strength_stage_1))
             lora = dataclasses.replace(lora, strength=files.distilled_lora_strength_stage_2)
         stage_2 = with_lora(model, lora)
-    video_decoder, audio_decoder, vocoder = decoder_modules(config, tensors, 0, dtype)
+    video_decoder, audio_decoder, vocoder = decoder_modules(config, tensors, 0, dtype, video=not flow.audio_only)
     tiling = files.video_decode_tiling
     decode_video, decode_audio = decoder_callables(video_decoder, audio_decoder, vocoder, mesh, tiling)
-    upsample = None
+    upsample, video_encoder = None, functools.partial(_video_encoder, config, tensors, dtype)
     if files.spatial_upsampler_path is not None:
         upsample = Upsampling(_upsampler(files.spatial_upsampler_path, dtype), video_decoder)
     components = Components(
@@ -383,7 +390,7 @@ def load_models(files: CheckpointFiles, flow: str | Flow, mesh: Mesh) -> Pipelin
         encode_audio=audio_encoder_callable(functools.partial(_audio_encoder, config, tensors, dtype), dtype)
         if flow.needs.audio_encoder
         else None,
-        **conditioning_encoders(functools.partial(_video_encoder, config, tensors, dtype), dtype),
+        **({} if flow.audio_only else conditioning_encoders(video_encoder, dtype)),
     )
     prompt_encoder = None if files.text_encoder() is None else _gemma_prompt_encoder(files, config, tensors, mesh)
     version = files.model_version()

@@ -33,16 +33,20 @@ def checkpoint_tensors(path: PathLike) -> tuple[dict[str, LazyTensor], dict[str,
     return lazy_tensors(file), config
 
 
-def check_split_files(paths: Mapping[str, PathLike | None]) -> None:
-    """`paths` (the `SPLIT_FILES` names -> a path or None) all given, each an existing `.safetensors` whose `config`
-    has its sections; raises naming the flag and the fix. Reads the headers only."""
-    missing = [flag for name, (_, flag) in SPLIT_FILES.items() if paths.get(name) is None]
+def check_split_files(paths: Mapping[str, PathLike | None], optional: tuple[str, ...] = ()) -> None:
+    """`paths` (the `SPLIT_FILES` names -> a path or None) all given but the `optional` ones (the video VAE of an
+    audio-only flow, which 1.2.0's t2a never asks for), each an existing `.safetensors` whose `config` has its
+    sections; raises naming the flag and the fix. Reads the headers only."""
+    needed = {name: entry for name, entry in SPLIT_FILES.items() if name not in optional}
+    missing = [flag for name, (_, flag) in needed.items() if paths.get(name) is None]
     if missing:
         raise ValueError(
-            f"split model files need {', '.join(flag for _, flag in SPLIT_FILES.values())} together (as LTX-2.5 "
+            f"split model files need {', '.join(flag for _, flag in needed.values())} together (as LTX-2.5 "
             f"ships them); missing {', '.join(missing)}."
         )
     for name, (sections, flag) in SPLIT_FILES.items():
+        if paths.get(name) is None:
+            continue
         path = Path(paths[name])
         if path.suffix != ".safetensors" or not path.is_file():
             raise FileNotFoundError(f"{flag} {os.fspath(path)!r} must be an existing .safetensors file.")
@@ -57,12 +61,14 @@ def check_split_files(paths: Mapping[str, PathLike | None]) -> None:
 
 
 def split_tensors(paths: Mapping[str, PathLike]) -> tuple[dict[str, LazyTensor], dict[str, Any]]:
-    """The union of the split files' tensors and of their `config` sections, as one checkpoint holds them.
-    A key or a section found in two files raises, naming both."""
+    """The union of the split files' tensors and of their `config` sections, as one checkpoint holds them (a file
+    not given, None, is left out). A key or a section found in two files raises, naming both."""
     tensors: dict[str, LazyTensor] = {}
     config: dict[str, Any] = {}
     owner: dict[str, str] = {}
     for name in SPLIT_FILES:
+        if paths.get(name) is None:
+            continue
         path = os.fspath(paths[name])
         file_tensors, file_config = checkpoint_tensors(path)
         for kind, found in (("tensor", file_tensors), ("config section", file_config)):

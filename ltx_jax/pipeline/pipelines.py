@@ -62,6 +62,7 @@ def validate(request: Request, flow: str | Flow) -> None:
     requests.check_attention_mask(request.reference_attention_mask)
     requests.check_audio_input(request.audio, flow)
     requests.check_retake(request.retake, request.num_frames, request.frame_rate, flow)
+    requests.check_audio_only(request.prompt, request.negative, flow)
     if flow.guided and request.guidance.needs_negative_prompt() and request.negative is None:
         raise ValueError(
             "A cfg scale != 1 needs the negative prompt's embeddings (Request.negative); pass them, or set both "

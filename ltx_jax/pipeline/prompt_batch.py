@@ -17,6 +17,7 @@ from pathlib import Path
 from jax.sharding import Mesh
 
 from ltx_jax.interrupts import check_stop
+from ltx_jax.pipeline import flows
 from ltx_jax.pipeline.ltx_pipeline import LTXPipeline, RuntimeOptions
 from ltx_jax.pipeline.model_ledger import CheckpointFiles
 from ltx_jax.pipeline.prompts import TextEncoder
@@ -75,7 +76,7 @@ def load_and_encode(
     encode_s, start = 0.0, time.perf_counter()
     texts = isinstance(prompts[0], str)
     if files is not None and files.text_encoder() is not None and texts:
-        runtime.check(files.dit_config(), mesh)  # before any device work, as from_files would
+        runtime.check(flows.get(flow).dit_config(files.dit_config()), mesh)  # before any device work, as from_files
         text = TextEncoder.from_files(files, flow=flow, mesh=mesh)
         prompts, enhanced = _enhanced(text, prompts, settings, on_enhanced)
         contexts = [text.encode(prompt, settings, negative_prompt=negative_prompt) for prompt in prompts]

@@ -62,12 +62,18 @@ def prompt_contexts(
             "TextEncoder.encode(...)."
         )
     if not needs_negative:
-        return encode_texts(encoder, [prompt])[0], None
+        return _for_model(cfg, encode_texts(encoder, [prompt])[0]), None
     negative = defaults.negative_prompt if negative_prompt is None else negative_prompt
     if not isinstance(negative, str):
         raise TypeError(f"negative_prompt must be text like the prompt, got {type(negative).__name__}.")
     positive, negative_embeddings = encode_texts(encoder, [prompt, negative])
-    return positive, negative_embeddings
+    return _for_model(cfg, positive), _for_model(cfg, negative_embeddings)
+
+
+def _for_model(cfg: LTXConfig, embeddings: PromptEmbeddings) -> PromptEmbeddings:
+    """The contexts of the modalities the model of `cfg` has (an audio-only DiT: the audio context alone, as 1.2.0's
+    t2a takes `audio_encoding` only)."""
+    return PromptEmbeddings(embeddings.video if cfg.has_video else None, embeddings.audio if cfg.has_audio else None)
 
 
 def enhanced_prompt(encoder: Any, prompt: str | PromptEmbeddings, settings: GenerationSettings) -> str:  # noqa: ANN401
@@ -138,7 +144,7 @@ class TextEncoder:
             )
         mesh = make_mesh(1) if mesh is None else mesh
         encoder = load_prompt_encoder(files, mesh)
-        return cls(encoder, flow=flow, defaults=files.defaults(flow), cfg=files.dit_config())
+        return cls(encoder, flow=flow, defaults=files.defaults(flow), cfg=flow.dit_config(files.dit_config()))
 
     def encode(
         self,

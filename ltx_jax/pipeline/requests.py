@@ -153,7 +153,8 @@ def check_sizes(height: int, width: int, num_frames: int, frame_rate: float, flo
 
 def check_images(images: Sequence[ImageCondition], num_frames: int, flow: Flow) -> None:
     if images and not flow.takes_images:
-        raise ValueError(f"images (--image): the {flow.name} flow takes none; its source video conditions it.")
+        why = "it makes audio only" if flow.audio_only else "its source video conditions it"
+        raise ValueError(f"images (--image): the {flow.name} flow takes none; {why}.")
     for image in images:
         if not isinstance(image, ImageCondition):
             raise TypeError(f"images must hold ImageCondition(path, frame_idx, strength) entries, got {image!r}.")
@@ -169,6 +170,15 @@ def check_images(images: Sequence[ImageCondition], num_frames: int, flow: Flow) 
                 f"default is {DEFAULT_IMAGE_CRF}, {LTX_2_4_IMAGE_CRF} from LTX-2.4 on, which GenerationSettings fills "
                 "in for a crf of None; 0 skips the compression)."
             )
+
+
+def check_audio_only(prompt: PromptEmbeddings, negative: PromptEmbeddings | None, flow: Flow) -> None:
+    """An audio-only flow's contexts: the audio's alone (its DiT has no video stream; 1.2.0's t2a passes
+    `audio_encoding` only)."""
+    if flow.audio_only and any(p is not None and p.video is not None for p in (prompt, negative)):
+        raise ValueError(
+            f"prompt.video / negative.video: the {flow.name} flow makes audio only; give PromptEmbeddings(None, audio)."
+        )
 
 
 def check_reference_videos(videos: Sequence[VideoCondition], skip_stage_2: bool, flow: Flow) -> None:

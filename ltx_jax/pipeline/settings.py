@@ -13,6 +13,8 @@ from ltx_jax.pipeline.audio_files import MAX_CHANNELS, audio_channels, audio_dur
 from ltx_jax.pipeline.defaults import GenerationDefaults
 from ltx_jax.pipeline.duration import DEFAULT_AUTO_DURATION, most_frames
 from ltx_jax.pipeline.flows import Flow
+from ltx_jax.pipeline.flows.flow import AUDIO_ONLY_SIZE, audio_only_guidance
+from ltx_jax.pipeline.guiders import MultiModalGuiderParams
 from ltx_jax.pipeline.images import check_image_readable
 from ltx_jax.pipeline.requests import (
     ImageCondition,
@@ -34,7 +36,7 @@ class GenerationSettings:
     """One generation's arguments besides the prompt; None takes the pipeline's default.
 
     Attributes:
-        height, width: pixels; multiples of 32 (64 for the two-stage flows).
+        height, width: pixels; multiples of 32 (64 for the two-stage flows); t2a: a placeholder, left unset.
         num_frames: 8k + 1 frames.
         frame_rate: frames per second (also sets the audio's length).
         num_inference_steps: steps of the (first) stage; the distilled flow's sigmas are fixed.
@@ -110,13 +112,15 @@ class GenerationSettings:
             given.update(_source_size(self.retake, given))
         if flow.needs.audio_input == "reference":
             given.update(_reference_timing(self.reference_videos, given))
+        if flow.audio_only:
+            given.update(_audio_only_size(given, flow))
         if self.auto_duration is not None:
             given["num_frames"] = _auto_duration_frames(self.auto_duration, self.num_frames, given, defaults, flow)
         resolved = dataclasses.replace(
             self,
             **{field: _or(value, getattr(defaults, field)) for field, value in given.items()},
             images=tuple(_with_crf(image, defaults.image_crf) for image in self.images),
-            guidance=Guidance() if distilled else _or(self.guidance, defaults.guidance),
+            guidance=Guidance() if distilled else _flow_guidance(_or(self.guidance, defaults.guidance), defaults, flow),
             reference_videos=tuple(self.reference_videos),
         )
         frames, fps = resolved.num_frames, resolved.frame_rate
@@ -334,6 +338,32 @@ def _reference_timing(videos: tuple[VideoCondition, ...], given: dict[str, objec
             f"{', '.join(fixed)}: the dubit flow takes its reference video's frames and frame rate; leave them unset."
         )
     return timing
+
+
+def _audio_only_size(given: dict[str, object], flow: Flow) -> dict[str, object]:
+    """An audio-only flow has no picture: its height and width are a placeholder (`AUDIO_ONLY_SIZE`), refused when
+    given otherwise (1.2.0's t2a command has no --height or --width; resolved settings resolve again)."""
+    fixed = [f"{name} (--{name})" for name in ("height", "width") if given[name] not in (None, AUDIO_ONLY_SIZE)]
+    if fixed:
+        raise ValueError(
+            f"{', '.join(fixed)}: the {flow.name} flow makes audio only, whose length --num-frames and --frame-rate "
+            "set; leave them unset."
+        )
+    return {"height": AUDIO_ONLY_SIZE, "width": AUDIO_ONLY_SIZE}
+
+
+def _flow_guidance(guidance: object, defaults: GenerationDefaults, flow: Flow) -> object:
+    """An audio-only flow's guidance: the audio's, its modality scale 1 (`audio_only_guidance`); a video guidance
+    given to it, other than none or the defaults' (which it leaves), is refused (anything but a `Guidance` is left
+    for `_check` to name)."""
+    if not flow.audio_only or not isinstance(guidance, Guidance):
+        return guidance
+    if guidance.video not in (MultiModalGuiderParams(), defaults.guidance.video):
+        raise ValueError(
+            f"guidance.video (the --video-* guidance flags): the {flow.name} flow makes no video; give "
+            "Guidance(audio=MultiModalGuiderParams(...)) alone (the --audio-* flags)."
+        )
+    return audio_only_guidance(guidance)
 
 
 def _is_number(value: object) -> bool:

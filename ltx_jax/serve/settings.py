@@ -83,9 +83,10 @@ class Submission:
 
 def servable(flow: Flow) -> bool:
     """Whether a request's fields give `flow` all it takes: not reference videos (ic-lora), an input audio (a2vid)
-    or a source video (retake), which the API has no fields for yet."""
+    or a source video (retake), which the API has no fields for yet; and whether it makes the video the API returns
+    (not audio alone: t2a)."""
     needs = flow.needs
-    return not (needs.ic_lora or needs.audio_input == "required" or needs.source_video)
+    return not (needs.ic_lora or needs.audio_input == "required" or needs.source_video or flow.audio_only)
 
 
 def check_servable(flow: Flow) -> None:
@@ -93,7 +94,7 @@ def check_servable(flow: Flow) -> None:
         names = [name for name in flows.names() if servable(flows.get(name))]
         raise ValueError(
             f"ltx-jax serve cannot run the {flow.name} flow yet: its requests would need inputs the API has no field "
-            f"for. Serve one of {', '.join(names)} (--pipeline)."
+            f"for, or it makes no video. Serve one of {', '.join(names)} (--pipeline)."
         )
 
 

@@ -18,6 +18,7 @@ from ltx_jax.pipeline.flows import (
     keyframe_interpolation,
     retake,
     retake_guided,
+    t2a_one_stage,
     ti2vid_one_stage,
     ti2vid_two_stages,
     ti2vid_two_stages_hq,
@@ -53,7 +54,7 @@ def names() -> tuple[str, ...]:
 
 for _module in (
     ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages_hq, distilled, keyframe_interpolation, ic_lora,
-    a2vid_two_stage, retake, retake_guided, dubit,
+    a2vid_two_stage, retake, retake_guided, dubit, t2a_one_stage,
 ):  # fmt: skip
     register(_module.FLOW)
 

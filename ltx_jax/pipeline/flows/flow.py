@@ -14,10 +14,15 @@ import dataclasses
 from collections.abc import Callable
 from typing import Literal
 
+from ltx_jax.config import LTXConfig
 from ltx_jax.pipeline.defaults import EMBEDDED_DEFAULTS, GenerationDefaults, model_defaults
+from ltx_jax.pipeline.guiders import MultiModalGuiderParams
 from ltx_jax.pipeline.stages import Guidance, Sampler
 
 ModelVersion = Literal["2", "2.3", "2.5", "embedded"]
+# An audio-only flow's height and width (1.2.0's t2a `_AUDIO_ONLY_PLACEHOLDER_RES`): the audio latent's shape reads
+# only the frames and the frame rate.
+AUDIO_ONLY_SIZE = 512
 InitialVideo = Literal["noise", "upsampled", "source"]
 InitialAudio = Literal["noise", "previous", "input", "source"]
 AudioReference = Literal["input", "previous"]
@@ -122,6 +127,12 @@ def same_defaults(defaults: GenerationDefaults) -> GenerationDefaults:
     return defaults
 
 
+def audio_only_guidance(guidance: Guidance) -> Guidance:
+    """`guidance` for an audio-only flow: its audio part with modality scale 1 (with no video stream the
+    modality-isolated pass equals the conditional one, so 1.2.0's t2a command passes 1), and no video guidance."""
+    return Guidance(MultiModalGuiderParams(), dataclasses.replace(guidance.audio, modality_scale=1.0))
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Flow:
     """One generation flow, as ltx-pipelines' module `source` runs it.
@@ -140,6 +151,10 @@ class Flow:
         takes_images: whether conditioning images are accepted.
         auto_duration: whether the duration head may choose the frame count (`GenerationSettings.auto_duration`;
             the default where num_frames is left out and the model has a head), as the reference's pipeline does.
+        audio_only: the flow makes audio and no video (t2a): the DiT is built audio-only from the file's
+            audio-video weights (`dit_config`; its video weights are never read), no video VAE is loaded, the
+            prompt has no video context, and the output is an audio file; the frames and frame rate only set
+            the audio's duration.
     """
 
     name: str
@@ -153,6 +168,12 @@ class Flow:
     reference_defaults: Callable[[GenerationDefaults], GenerationDefaults] = same_defaults
     takes_images: bool = True
     auto_duration: bool = False
+    audio_only: bool = False
+
+    def dit_config(self, cfg: LTXConfig) -> LTXConfig:
+        """The DiT this flow runs, of a file's `cfg`: its audio stream alone for an audio-only flow (1.2.0's
+        `LTXAudioOnlyModelConfigurator`), else `cfg` itself."""
+        return dataclasses.replace(cfg, model_type="audio") if self.audio_only else cfg
 
     def defaults(self, version: ModelVersion) -> GenerationDefaults:
         """What a generation with a `version` model uses for each argument left out; the embedded tiny
