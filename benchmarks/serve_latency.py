@@ -38,7 +38,6 @@ def prompt(i: int) -> str:
 
 SEED = 42
 SPLIT_FLAGS = {  # manifest key -> the flag of `generate` / `serve`, and LTXPipeline.from_checkpoint's keyword
-    "distilled_transformer_path": "transformer_path",
     "text_encoder_path": "text_encoder_path",
     "video_vae_path": "video_vae_path",
     "audio_vae_path": "audio_vae_path",
@@ -76,10 +75,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def files(manifest: Path) -> dict[str, str]:
-    """LTXPipeline.from_checkpoint's file keywords, from the manifest."""
+def files(manifest: Path, pipeline: str) -> dict[str, str]:
+    """LTXPipeline.from_checkpoint's file keywords, from the manifest: the distilled transformer for the distilled
+    flow, the dev one (and its distilled LoRA, which stage 2 takes) for the others."""
     listed = json.loads(manifest.read_text())
-    return {keyword: listed[key] for key, keyword in SPLIT_FLAGS.items()}
+    chosen = {keyword: listed[key] for key, keyword in SPLIT_FLAGS.items()}
+    if pipeline == "distilled":
+        return {**chosen, "transformer_path": listed["distilled_transformer_path"]}
+    return {**chosen, "transformer_path": listed["transformer_path"], "distilled_lora": listed["distilled_lora"]}
 
 
 def playable_frames(mp4: bytes) -> int:
@@ -96,7 +99,7 @@ def run_api(args: argparse.Namespace, folder: Path) -> list[float]:
     import httpx  # noqa: PLC0415
 
     width, height, frames = args.size
-    flags = [f"--{k.replace('_', '-')}={v}" for k, v in files(args.manifest).items()]
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in files(args.manifest, args.pipeline).items()]
     command = [
         sys.executable, "-c", "from ltx_jax.cli import console_main; console_main()", "serve",
         "--pipeline", args.pipeline, "--mesh", "1", *flags, "--port", str(args.port),
@@ -121,7 +124,11 @@ def run_api(args: argparse.Namespace, folder: Path) -> list[float]:
                 times.append(time.perf_counter() - start)
     finally:
         server.terminate()
-        server.wait(60)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:  # never leave it holding the GPU for the next mode
+            server.kill()
+            server.wait()
         sys.stderr.write(log.read_text()[-6000:])
     return times
 
@@ -150,7 +157,7 @@ def run_direct(args: argparse.Namespace, folder: Path) -> list[float]:
         import jax  # noqa: PLC0415
 
         jax.config.update("jax_platforms", "cpu")
-    pipe = LTXPipeline.from_checkpoint(flow=args.pipeline, mesh=make_mesh(1), **files(args.manifest))
+    pipe = LTXPipeline.from_checkpoint(flow=args.pipeline, mesh=make_mesh(1), **files(args.manifest, args.pipeline))
     settings = GenerationSettings(height=height, width=width, num_frames=frames, seed=SEED)
     pipe.generate(prompt(-1), settings, output_path=folder / "warm-up.mp4")
     times = []

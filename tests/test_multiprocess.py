@@ -142,9 +142,12 @@ def test_serve_on_two_processes_runs_each_job_on_the_mesh(tmp_path):
             wait_until_up(http, servers[0], logs[0], TIMEOUT_S)
             video = http.post("/v1/videos/sync", json=request)
             assert video.status_code == 200, video.text
-            # equal up to the rounding of sums split over 8 devices (identical here); another seed differs by 20
-            # levels on average, another prompt by 11
-            assert np.abs(frames(video.content).astype(int) - reference).mean() < 0.5
+            # equal up to the rounding of sums split over 8 devices: identical measured (max and mean 0); a
+            # float32 rounding may flip a pixel level and the encoder spread it a little, while a wrong token or
+            # another seed moves whole blocks by tens of levels (another seed: 20 on average, another prompt: 11)
+            difference = np.abs(frames(video.content).astype(int) - reference)
+            assert difference.max() <= 4, difference.max()
+            assert difference.mean() < 0.05, difference.mean()
             stopped = http.post("/v1/videos", json=SERVE_LONG).json()["id"]
             polled(http, stopped, lambda job: job["progress"] > 0)
             assert http.delete(f"/v1/videos/{stopped}").json()["status"] == "cancelled"

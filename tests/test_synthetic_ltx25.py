@@ -234,6 +234,9 @@ def test_a_decode_tiling_the_diffusion_decoder_cannot_use_is_refused_before_load
     assert args.video_decode_tiling == TileSizeConfig(height=DimensionSizeConfig(64, 16))
     with pytest.raises(ValueError, match=r"overlap=16 is below the 32 px.*\(--video-decode-tiling on the command line"):
         generate.run(args)
+    conv = ["--video-vae-path", tiny["video_vae_path"], "--video-decode-tiling", "12/4,512/128,512/128"]
+    with pytest.raises(ValueError, match=r"video_decode_tiling\.frames tiling .* of 8 .*--video-decode-tiling"):
+        generate.run(generate.parse_args([*split, *conv]))  # the conv decoder's grid, before loading too
     for bad in ("64,64", "16/32,64/32,64/32", "nan/0,0/0,0/0"):
         with pytest.raises(SystemExit):
             generate.parse_args([*split, "--video-decode-tiling", bad])

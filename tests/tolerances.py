@@ -19,8 +19,9 @@ RESAMPLED_SINE = 1e-3  # absolute, a resampled sine against the sine at the new 
 # measures ~1e-6; a wrong position, mask or cache slot changes the logits by far more than 1e-4.
 GEMMA_LOGITS = 1e-4
 # a reference re-recorded on another CPU against its committed fixture: the same torch rounds last bits
-# differently (~2e-7 relative measured between two x86 machines); ten times tighter than FLOAT32
-RECORDED_FIXTURE = 1e-6
+# differently; measured between two x86 machines: 2e-7 for single modules, up to 1.6e-6 for whole flows (30
+# denoising steps carry the difference); half FLOAT32, the bound the tests hold ltx-jax to against these fixtures
+RECORDED_FIXTURE = 5e-6
 SYNTHETIC_STD = 0.05  # relative: the sample std of a 0.02-std weight of >= 4096 values
 
 # fp8 (no reference runs fp8: ours against an emulation doing the same rounding)

@@ -183,12 +183,15 @@ class CheckpointFiles:
         vae_file = self.video_vae_path if self.is_split() else self.components()
         metadata = SafetensorsFile(vae_file).metadata
         config = parse_metadata_json(metadata, "config") if "config" in metadata else {}
-        if video_vae.is_diffusion_vae(config):  # the conv decoder checks its tiles against the latent as it decodes
-            geometry = video_vae.TileGeometry.of(video_vae.diffusion_decoder_config(config))
-            try:
+        try:
+            if video_vae.is_diffusion_vae(config):
+                geometry = video_vae.TileGeometry.of(video_vae.diffusion_decoder_config(config))
                 video_vae.check_tiling(tiling, geometry, "video_decode_tiling")
-            except ValueError as error:
-                raise ValueError(f"{error} (--video-decode-tiling on the command line)") from None
+            else:  # LTX-2's conv decoder: 8 x 32 x 32 pixels per latent cell (it checks again as it decodes)
+                for axis, factor in zip(("frames", "height", "width"), (8, 32, 32), strict=True):
+                    getattr(tiling, axis).check(factor, f"video_decode_tiling.{axis}")
+        except ValueError as error:
+            raise ValueError(f"{error} (--video-decode-tiling on the command line)") from None
 
     def _check_layout(self, flow: Flow) -> None:
         """One checkpoint, or the split files together (an audio-only flow needs no video VAE); never both."""

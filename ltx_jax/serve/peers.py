@@ -8,8 +8,9 @@ collective every process joins, in this order:
   settings) and generates with them;
 - before each DiT forward of a job: go on, or stop here (the job was cancelled, or the server is stopping), so that
   every process stops at the same step;
-- while the queue is empty: a tick every `IDLE_TICK_S`, so that no process waits inside a collective longer than
-  that (a GPU collective spins while it waits, and some backends abort one that waits for minutes);
+- while the queue is empty: a tick every `IDLE_TICK_S`, so that an idle server's followers do not wait inside a
+  collective for long (a GPU collective spins while it waits, and some backends abort one that waits for minutes);
+  they do wait in one while process 0 alone decodes and writes each video, and while it starts (compiling);
 - when the worker ends (the server stopping): stop, which ends the followers.
 Only process 0 decodes and writes the video (as in `generate`). A message is a header of 4 int32 (kind, the request's
 bytes, the image's bytes, 0), then for a job its bytes, padded to a power of two so that few programs are compiled.

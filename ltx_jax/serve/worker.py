@@ -86,9 +86,9 @@ class Worker:
             if reason is not None:
                 raise JobStopped(reason)
 
-        if self.peers is not None:
-            self.peers.announce(job.id, job.request, None if job.image is None else path.with_name(job.image))
         try:
+            if self.peers is not None:  # a job whose upload cannot be read fails before anything is broadcast
+                self.peers.announce(job.id, job.request, None if job.image is None else path.with_name(job.image))
             self.pipeline.generate(
                 submission.prompt, submission.settings, negative_prompt=submission.negative_prompt,
                 output_path=path, on_step=on_step,
