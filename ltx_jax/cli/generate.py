@@ -251,9 +251,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from ltx_jax.pipeline.prompts import check_embeddings  # noqa: PLC0415
 
     # Only process 0 writes, so the output paths may differ; everything that shapes the result may not.
-    check_same_everywhere(
-        {k: v for k, v in vars(args).items() if k not in ("process_id", "output_path", "save_latents")}
-    )
+    check_same_everywhere({k: v for k, v in vars(args).items() if k not in PROCESS_LOCAL})
     audio_only = flows.get(args.pipeline).audio_only
     if args.output_path is None:
         args.output_path = Path("output.wav" if audio_only else "output.mp4")
