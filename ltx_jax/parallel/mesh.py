@@ -7,6 +7,7 @@ are split over both (block `r * U + u` on device `(r, u)`), heads are exchanged 
 """
 
 import math
+from collections.abc import Iterable
 
 import jax
 import numpy as np
@@ -89,3 +90,14 @@ def sequence_size(mesh: Mesh) -> int:
     """How many devices the video tokens are split over."""
     axes = sequence_axes(mesh)
     return math.prod(mesh.shape[name] for name in ((axes,) if isinstance(axes, str) else axes))
+
+
+def first_simulated_cpu_device(devices: Iterable[jax.Device]) -> jax.Device | None:
+    """The first of `devices` where they are several simulated CPU devices of this process (they share the host's
+    memory and cores, so a small program runs better on one of them than replicated or split over all, whose
+    collectives rendezvous every device's thread on the same cores); None otherwise: one device, an accelerator,
+    or devices of other processes (each process must take part in the mesh's programs)."""
+    devices = set(devices)
+    if len(devices) <= 1 or any(d.platform != "cpu" or d.process_index != jax.process_index() for d in devices):
+        return None
+    return min(devices, key=lambda d: d.id)

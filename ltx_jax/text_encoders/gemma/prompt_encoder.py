@@ -23,6 +23,7 @@ from jax.sharding import Mesh
 from ltx_jax.convert.state_dict import load_state_dict
 from ltx_jax.model.abstract import abstract_module
 from ltx_jax.parallel.launch import launched
+from ltx_jax.parallel.mesh import first_simulated_cpu_device
 from ltx_jax.text_encoders.gemma.embeddings_processor import (
     EmbeddingsProcessor,
     EmbeddingsProcessorConfigurator,
@@ -97,10 +98,9 @@ class PromptEncoder:
         they are simulated CPU devices: there the replicated program would run once per device on the same
         cores (8 devices: 14 s instead of 2 for a tiny model's connectors at 1024 tokens)."""
         graphdef, state = nnx.split(self.processor)
-        devices = hidden.sharding.device_set
-        if len(devices) == 1 or next(iter(devices)).platform != "cpu":
+        one = first_simulated_cpu_device(hidden.sharding.device_set)
+        if one is None:
             return _process(graphdef, state, hidden, mask)
-        one = min(devices, key=lambda d: d.id)
         out = _process(graphdef, jax.device_put(state, one), jax.device_put(hidden, one), jax.device_put(mask, one))
         return jax.device_put(out, hidden.sharding)
 

@@ -33,6 +33,7 @@ import numpy as np
 from flax import nnx
 
 from ltx_jax.parallel.launch import launched
+from ltx_jax.parallel.mesh import first_simulated_cpu_device
 from ltx_jax.text_encoders.gemma.encoders.gemma3_model import Gemma3TextModel, KVCache, rope_tables, split_layers
 
 PROMPT_BUCKET = 512  # prompts padded to a multiple of this share compiled programs (about 30 s each for 12B)
@@ -90,7 +91,11 @@ class Gemma3Generator:
         self.config = model.config
         self.stop_token_ids = tuple(int(t) for t in stop_token_ids)
         self.image_token_id, self.image_features_fn = image_token_id, image_features_fn
-        self.device = _simulated_cpu_device(model) if one_device_on_simulated_cpus else None
+        # decoding is hundreds of small steps: on simulated CPU devices each step's all-reduces would rendezvous
+        # their threads on the same cores (a tiny Gemma 3's 512 tokens on 8 of them: about 24 s; on one: about 5)
+        leaves = [leaf for leaf in jax.tree.leaves(nnx.state(model)) if isinstance(leaf, jax.Array)]
+        devices = {d for leaf in leaves for d in leaf.sharding.device_set}
+        self.device = first_simulated_cpu_device(devices) if one_device_on_simulated_cpus else None
         outer, layers = split_layers(model)
         if self.device is not None:
             outer, layers = _put(outer, self.device), [_put(layer, self.device) for layer in layers]
@@ -171,20 +176,6 @@ class Gemma3Generator:
             x, cache = _prefill_layer(graphdef, state, x, *rope[kind], masks[kind], empty)
             caches.append(cache)
         return caches, _last_hidden(*self._outer, x, jnp.asarray(length, jnp.int32))
-
-
-def _simulated_cpu_device(model: Gemma3TextModel) -> jax.Device | None:
-    """Where a model whose arrays lie on several CPU devices (simulated ones, sharing this host's memory and
-    cores) generates: a copy on the first of them, since decoding is hundreds of small steps and on several
-    simulated devices each step's all-reduces rendezvous their threads on the same cores (a tiny Gemma 3
-    enhancing a prompt, 512 new tokens, on 8 of them: about 24 s; on one: about 5). None (the arrays stay
-    where they are, split over the mesh) anywhere else, and where the devices span processes (each process
-    must take part in the mesh's programs)."""
-    leaves = [leaf for leaf in jax.tree.leaves(nnx.state(model)) if isinstance(leaf, jax.Array)]
-    devices = {d for leaf in leaves for d in leaf.sharding.device_set}
-    if len(devices) <= 1 or any(d.platform != "cpu" or d.process_index != jax.process_index() for d in devices):
-        return None
-    return min(devices, key=lambda d: d.id)
 
 
 def _put(split: tuple[nnx.GraphDef, nnx.State], device: jax.Device) -> tuple[nnx.GraphDef, nnx.State]:
